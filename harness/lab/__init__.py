@@ -1,0 +1,1 @@
+"""The offline testbed: namespaces, a private CA, resolvers and a synthetic web."""

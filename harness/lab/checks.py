@@ -1,0 +1,132 @@
+"""Service checks run from inside the client namespace, with real clients.
+
+Run as `ip netns exec <client> python -m harness.lab.checks SPEC.json`, so
+name resolution goes through the namespace's own resolv.conf, as a browser
+there would. Prints one JSON list of check results.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import ssl
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import httpx
+
+
+@dataclass
+class CheckResult:
+    """One check: what was tried, whether it worked, and what was seen."""
+
+    name: str
+    ok: bool
+    detail: str
+    ms: float
+
+
+def _answer(response: dns.message.Message) -> str:
+    rcode = dns.rcode.to_text(response.rcode())
+    addrs = [rr.address for rrset in response.answer for rr in rrset if rrset.rdtype == dns.rdatatype.A]
+    return f"{rcode} {','.join(addrs)}".strip()
+
+
+def _expect(response: dns.message.Message, expected: str | None) -> tuple[bool, str]:
+    seen = _answer(response)
+    if expected is None:
+        return response.rcode() == dns.rcode.NXDOMAIN, seen
+    return seen == f"NOERROR {expected}", seen
+
+
+def do53(server: str, name: str, expected: str | None, tcp: bool) -> tuple[bool, str]:
+    q = dns.message.make_query(name, "A")
+    r = (dns.query.tcp if tcp else dns.query.udp)(q, server, timeout=2)
+    return _expect(r, expected)
+
+
+def dot(server: str, tls_name: str, ca: str, name: str, expected: str | None) -> tuple[bool, str]:
+    ctx = ssl.create_default_context(cafile=ca)
+    q = dns.message.make_query(name, "A")
+    r = dns.query.tls(q, server, timeout=2, ssl_context=ctx, server_hostname=tls_name)
+    return _expect(r, expected)
+
+
+def doh(url: str, ca: str, name: str, expected: str | None, post: bool) -> tuple[bool, str]:
+    wire = dns.message.make_query(name, "A", id=0).to_wire()
+    with httpx.Client(http2=True, verify=ca, timeout=3) as client:
+        if post:
+            resp = client.post(url, content=wire, headers={"content-type": "application/dns-message"})
+        else:
+            b64 = base64.urlsafe_b64encode(wire).rstrip(b"=").decode()
+            resp = client.get(url, params={"dns": b64}, headers={"accept": "application/dns-message"})
+    ok, seen = _expect(dns.message.from_wire(resp.content), expected)
+    return ok and resp.http_version == "HTTP/2", f"{resp.http_version} {resp.status_code} {seen}"
+
+
+def https(url: str, ca: str) -> tuple[bool, str]:
+    with httpx.Client(http2=True, verify=ca, timeout=3) as client:
+        resp = client.get(url)
+    return resp.status_code == 200 and resp.http_version == "HTTP/2", f"{resp.http_version} {resp.status_code} {len(resp.content)} B"
+
+
+def system_resolver(name: str, expected: str | None) -> tuple[bool, str]:
+    try:
+        addrs = sorted({ai[4][0] for ai in socket.getaddrinfo(name, 443, socket.AF_INET)})
+    except socket.gaierror as exc:
+        return expected is None, f"gaierror {exc.errno}"
+    return addrs == [expected], ",".join(addrs)
+
+
+def _run(name: str, fn: Callable[[], tuple[bool, str]], deadline: float) -> CheckResult:
+    """Retry until the deadline: daemons may still be starting."""
+    while True:
+        start = time.perf_counter()
+        try:
+            ok, detail = fn()
+        except Exception as exc:  # a failed check is a result, not a crash
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        ms = (time.perf_counter() - start) * 1000
+        if ok or time.monotonic() >= deadline:
+            return CheckResult(name, ok, detail, round(ms, 2))
+        time.sleep(0.1)
+
+
+def run_checks(spec: dict) -> list[CheckResult]:
+    """Every check the spec asks for (see harness.lab.lab.Lab.check_spec)."""
+    deadline = time.monotonic() + spec.get("wait", 5)
+    ca = spec["ca"]
+    probe, probe_addr = spec["probe_name"], spec["probe_address"]
+    outside = spec["outside_name"]
+    results = []
+    for r in spec["resolvers"]:
+        n, addr, tls = r["name"], r["address"], r["tls_name"]
+        url = f"https://{tls}/dns-query"
+        results += [
+            _run(f"{n} do53-udp", lambda: do53(addr, probe, probe_addr, False), deadline),
+            _run(f"{n} do53-tcp", lambda: do53(addr, probe, probe_addr, True), deadline),
+            _run(f"{n} dot", lambda: dot(addr, tls, ca, probe, probe_addr), deadline),
+            _run(f"{n} doh-post", lambda: doh(url, ca, probe, probe_addr, True), deadline),
+            _run(f"{n} doh-get", lambda: doh(url, ca, probe, probe_addr, False), deadline),
+            _run(f"{n} nxdomain-outside", lambda: do53(addr, outside, None, False), deadline),
+        ]
+    results.append(_run("system-resolver", lambda: system_resolver(probe, probe_addr), deadline))
+    for url in spec["web_urls"]:
+        results.append(_run(f"https {url}", lambda url=url: https(url, ca), deadline))
+    return results
+
+
+def main() -> None:
+    spec = json.loads(open(sys.argv[1]).read())
+    print(json.dumps([asdict(r) for r in run_checks(spec)]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""nginx configuration: every lab hostname over HTTPS with HTTP/2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.lab.zones import LAB_ZONE, ZoneData
+
+
+def nginx_config(
+    zones: ZoneData,
+    run: Path,
+    web_root: Path,
+    certs: dict[str, Path],
+    web_key: Path,
+    badcert: tuple[str, Path, Path],
+) -> str:
+    """One server block per zone, on the address that zone's names resolve to.
+
+    ``certs`` maps a zone to its certificate (the zone and *.zone); all web
+    certificates share ``web_key``. ``badcert`` is (address, cert, key) of a
+    server whose certificate comes from a CA no client trusts.
+    """
+    tmp = run / "nginx-tmp"
+    out = [
+        "user www-data;",
+        "worker_processes 2;",
+        f"pid {run}/nginx.pid;",
+        f"error_log {run}/logs/nginx-error.log warn;",
+        "events { worker_connections 8192; }",
+        "http {",
+        "  include /etc/nginx/mime.types;",
+        "  default_type application/octet-stream;",
+        "  log_format lab '$time_iso8601 $remote_addr $ssl_server_name $server_protocol \"$request\" "
+        "$status $body_bytes_sent $request_time';",
+        f"  access_log {run}/logs/nginx-access.log lab buffer=64k flush=1s;",
+        f"  client_body_temp_path {tmp}/body;",
+        f"  proxy_temp_path {tmp}/proxy;",
+        f"  fastcgi_temp_path {tmp}/fastcgi;",
+        f"  uwsgi_temp_path {tmp}/uwsgi;",
+        f"  scgi_temp_path {tmp}/scgi;",
+        "  sendfile on;",
+        "  server_tokens off;",
+        "  server_names_hash_max_size 65536;",
+        "  server_names_hash_bucket_size 128;",
+        "  ssl_protocols TLSv1.2 TLSv1.3;",
+        # Every visit starts a fresh browser; no cache hides a lookup.
+        '  add_header Cache-Control "no-store" always;',
+        "  keepalive_timeout 65s;",
+    ]
+    for zone, names in zones.records.items():
+        addresses = sorted(set(names.values()) & set(_web_addresses(zones, zone)))
+        if not addresses or zone not in certs:
+            continue
+        listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
+        pages = web_root / "pages" / zone if zone != LAB_ZONE else web_root / "lab"
+        out.append(
+            "  server {\n" + listens +
+            f"    server_name {zone} *.{zone};\n"
+            f"    ssl_certificate {certs[zone]};\n"
+            f"    ssl_certificate_key {web_key};\n"
+            f"    root {pages};\n"
+            f"    location /o/ {{ root {web_root}; }}\n"
+            "  }"
+        )
+    addr, cert, key = badcert
+    out.append(
+        "  server {\n"
+        f"    listen {addr}:443 ssl http2 default_server;\n"
+        "    server_name _;\n"
+        f"    ssl_certificate {cert};\n"
+        f"    ssl_certificate_key {key};\n"
+        f"    root {web_root}/lab;\n"
+        "  }"
+    )
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _web_addresses(zones: ZoneData, zone: str) -> list[str]:
+    # Infrastructure names of lab.test point at resolvers and special hosts;
+    # only www.lab.test is a web server.
+    if zone == LAB_ZONE:
+        return [zones.records[zone][f"www.{LAB_ZONE}"]]
+    return list(zones.records[zone].values())

@@ -1,0 +1,34 @@
+"""A server that accepts TCP connections and never answers, and ignores UDP queries.
+
+The kernel completes TCP handshakes into the listen backlog even though we
+never call accept(), so a client sees a connected socket that stays silent:
+the lab's stand-in for a hung server (page-load timeouts) and a silent
+resolver (DNS timeouts).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+
+
+def main(address: str) -> None:
+    sockets = []
+    for port in (80, 443, 853):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((address, port))
+        s.listen(1024)
+        sockets.append(s)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind((address, 53))
+    sockets.append(udp)
+    print(f"tarpit: listening on {address} tcp/80,443,853 udp/53, answering nothing", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        signal.pause()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

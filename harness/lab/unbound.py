@@ -1,0 +1,106 @@
+"""unbound configurations: the lab resolvers (Do53, DoT, DoH) and the lab authoritative."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.lab.config import LabConfig, LocalResolver, RecursiveResolver
+
+DOT_PORT = 853
+DOH_PORT = 443
+DOH_PATH = "/dns-query"
+
+
+def _common(run: Path, interfaces: list[str], allow: list[str]) -> list[str]:
+    lines = [
+        "server:",
+        "  verbosity: 1",
+        '  username: "unbound"',
+        '  chroot: ""',
+        f'  directory: "{run}"',
+        '  pidfile: ""',
+        "  use-syslog: no",
+        '  logfile: ""',
+        "  log-time-ascii: yes",
+        "  num-threads: 1",
+        "  do-ip6: no",
+        '  module-config: "iterator"',
+        "  extended-statistics: yes",
+        "  statistics-cumulative: no",
+        "  incoming-num-tcp: 256",
+    ]
+    lines += [f"  interface: {i}" for i in interfaces]
+    lines += ["  access-control: 0.0.0.0/0 refuse"] + [f"  access-control: {net} allow" for net in allow]
+    return lines
+
+
+def _remote_control(socket: Path) -> list[str]:
+    return [
+        "remote-control:",
+        "  control-enable: yes",
+        f"  control-interface: {socket}",
+        "  control-use-cert: no",
+    ]
+
+
+def resolver_config(
+    config: LabConfig,
+    index: int,
+    resolver: LocalResolver | RecursiveResolver,
+    run: Path,
+    cert: Path,
+    key: Path,
+    local_data: Path,
+) -> str:
+    """A lab resolver serving Do53 (UDP, TCP), DoT on 853 and DoH on 443 (HTTP/2, GET and POST)."""
+    address = config.addresses.resolver(index)
+    lines = _common(
+        run,
+        [f"{address}@53", f"{address}@{DOT_PORT}", f"{address}@{DOH_PORT}"],
+        [str(config.network)],
+    )
+    lines += [
+        f"  tls-port: {DOT_PORT}",
+        f"  https-port: {DOH_PORT}",
+        f'  http-endpoint: "{DOH_PATH}"',
+        f'  tls-service-key: "{key}"',
+        f'  tls-service-pem: "{cert}"',
+        # Every query is logged, so tests can show which names reached the lab.
+        "  log-queries: yes",
+        "  log-replies: yes",
+    ]
+    if isinstance(resolver, LocalResolver):
+        # Everything outside the lab's zones gets NXDOMAIN here, at once.
+        lines += ['  local-zone: "." static', f'  include: "{local_data}"']
+    else:
+        lines += [
+            # test. is a built-in empty zone; lab.test lives at the authoritative.
+            '  local-zone: "test." nodefault',
+            f"  outgoing-interface: {address}",
+            f"  cache-max-ttl: {resolver.cache_max_ttl}",
+            f"  cache-max-negative-ttl: {resolver.cache_max_ttl}",
+            # One upstream query per miss: the cost of a miss is one upstream round trip.
+            "  qname-minimisation: no",
+            "  prefetch: no",
+            "stub-zone:",
+            '  name: "."',
+            f"  stub-addr: {config.addresses.auth}@53",
+        ]
+    lines += _remote_control(run / f"{resolver.name}.ctl")
+    return "\n".join(lines) + "\n"
+
+
+def authoritative_config(config: LabConfig, run: Path, zone_file: Path) -> str:
+    """The lab authoritative: every lab record in one zone for ".", for recursive lab resolvers."""
+    lines = _common(run, [f"{config.addresses.auth}@53"], [str(config.addresses.server_net)])
+    lines += [
+        '  local-zone: "test." nodefault',
+        "auth-zone:",
+        '  name: "."',
+        f'  zonefile: "{zone_file}"',
+        "  for-downstream: yes",
+        "  for-upstream: no",
+        "  fallback-enabled: no",
+    ]
+    lines += _remote_control(run / "auth.ctl")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,141 @@
+"""Network namespaces: create, remove, run programs inside, find their processes."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+from pathlib import Path
+
+from pyroute2 import IPRoute, netns
+
+NETNS_DIR = Path("/run/netns")
+ETC_NETNS = Path("/etc/netns")
+
+
+def exists(name: str) -> bool:
+    return (NETNS_DIR / name).exists()
+
+
+def create(name: str) -> None:
+    """Create a namespace (a bind mount under /run/netns) with loopback up."""
+    if not exists(name):
+        netns.create(name)
+    with IPRoute(netns=name) as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+
+
+def inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def pids_in(name: str) -> list[int]:
+    """Processes whose network namespace is ``name`` (like `ip netns pids`)."""
+    target = inode(NETNS_DIR / name)
+    if target is None:
+        return []
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        if inode(entry / "ns" / "net") == target:
+            found.append(int(entry.name))
+    return found
+
+
+def remove(name: str) -> None:
+    """Unmount and delete a namespace and its /etc/netns files."""
+    if exists(name):
+        netns.remove(name)
+    etc = ETC_NETNS / name
+    if etc.exists():
+        for child in etc.iterdir():
+            child.unlink()
+        etc.rmdir()
+
+
+def command(name: str, argv: list[str]) -> list[str]:
+    """The argv that runs ``argv`` inside namespace ``name``.
+
+    `ip netns exec` also bind-mounts /etc/netns/NAME/* over /etc, which is
+    how the client namespace gets its own resolv.conf.
+    """
+    return ["ip", "netns", "exec", name, *argv]
+
+
+def run(name: str, argv: list[str], timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a program inside a namespace and wait for it."""
+    return subprocess.run(command(name, argv), capture_output=True, text=True, timeout=timeout, check=check)
+
+
+def set_sysctl(name: str, key: str, value: str) -> None:
+    """Write a sysctl as seen from inside the namespace (net.* sysctls are per namespace)."""
+    pid = os.fork()
+    if pid == 0:  # the child enters the namespace; the parent stays where it is
+        code = 1
+        try:
+            netns.setns(name)
+            Path("/proc/sys", *key.split(".")).write_text(value)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise OSError(f"cannot set {key}={value} in namespace {name}")
+
+
+def host_networks() -> list[tuple[str, ipaddress.IPv4Network]]:
+    """(interface, network) of every IPv4 address and route in the host's namespace."""
+    found: list[tuple[str, ipaddress.IPv4Network]] = []
+    with IPRoute() as ipr:
+        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+        for addr in ipr.get_addr(family=2):
+            net = ipaddress.IPv4Network(f"{addr.get_attr('IFA_ADDRESS')}/{addr['prefixlen']}", strict=False)
+            found.append((names.get(addr["index"], "?"), net))
+        for route in ipr.get_routes(family=2, table=254):
+            dst = route.get_attr("RTA_DST")
+            if dst and route["dst_len"] > 0:
+                net = ipaddress.IPv4Network(f"{dst}/{route['dst_len']}", strict=False)
+                found.append((names.get(route.get_attr("RTA_OIF"), "?"), net))
+    return found
+
+
+def wait_tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> list[tuple[str, int]]:
+    """Wait until every (address, port) accepts TCP inside the namespace.
+
+    Returns the endpoints that still refused when ``timeout`` ran out.
+    """
+    import socket
+    import time
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        pending = list(endpoints)
+        try:
+            netns.setns(name)
+            deadline = time.monotonic() + timeout
+            while pending and time.monotonic() < deadline:
+                still = []
+                for address, port in pending:
+                    try:
+                        socket.create_connection((address, port), timeout=0.2).close()
+                    except OSError:
+                        still.append((address, port))
+                pending = still
+                if pending:
+                    time.sleep(0.05)
+        finally:
+            os.write(write_fd, repr(pending).encode())
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    import ast
+
+    return [tuple(e) for e in ast.literal_eval(data or "[]")]

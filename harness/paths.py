@@ -1,0 +1,22 @@
+"""Where the project's files live: the checkout, its build outputs, run-time state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: The checkout (profiles/, tranco/, build/ live here). Overridable for installs
+#: outside a checkout.
+PROJECT_ROOT = Path(os.environ.get("DNSSTUDY_ROOT", Path(__file__).resolve().parent.parent))
+
+#: Programs built by scripts/setup.sh (the NFQUEUE delayer, geckodriver, the timer).
+BUILD_BIN = PROJECT_ROOT / "build" / "bin"
+
+#: Run-time state of labs: one directory per lab prefix, on tmpfs so a reboot clears it.
+RUN_ROOT = Path(os.environ.get("DNSSTUDY_RUN", "/run/dnsstudy"))
+
+
+def project_path(value: str | Path) -> Path:
+    """Resolve a path from a profile: absolute as is, else relative to the checkout."""
+    path = Path(value)
+    return path if path.is_absolute() else PROJECT_ROOT / path
