@@ -16,32 +16,56 @@ Model = TypeVar("Model", bound=BaseModel)
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
 
-def line_of(text: str, loc: tuple[str | int, ...]) -> int | None:
-    """Best-effort line number of the key at ``loc`` (a pydantic error location).
+def key_path(data: dict, loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """The part of a pydantic error location that names keys of the TOML document.
+
+    Discriminated unions add their tag (e.g. "recursive") to the location;
+    a step absent from the document but followed by one present is such a
+    tag and is dropped. A last absent step is a missing or unknown key.
+    """
+    path: list[str | int] = []
+    node: object = data
+    for i, part in enumerate(loc):
+        if isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, dict) and i + 1 < len(loc) and loc[i + 1] in node:
+            continue
+        else:
+            node = None
+        path.append(part)
+    return tuple(path)
+
+
+def line_of(text: str, path: tuple[str | int, ...]) -> int | None:
+    """Best-effort line number of the key at ``path`` (keys, and an array-of-tables index).
 
     TOML parsers do not report positions, so we scan: find the table header
-    for the leading keys, then the first ``key =`` line inside it.
+    (the n-th ``[[table]]`` for an index), then the first ``key =`` line in it.
     """
-    keys = [str(k) for k in loc if not isinstance(k, int)]
-    if not keys:
+    names = [p for p in path if isinstance(p, str)]
+    index = next((p for p in path if isinstance(p, int)), None)
+    if not names:
         return None
-    lines = text.splitlines()
-    for split in range(len(keys) - 1, -1, -1):
-        table, key = keys[:split], keys[split] if split < len(keys) else None
-        table_name = ".".join(table)
-        inside = not table
-        for number, line in enumerate(lines, start=1):
-            header = _HEADER.match(line)
-            if header:
-                name = header.group(1).strip()
-                if name == table_name and key is None:
+    if isinstance(path[-1], int):
+        table_name, key = ".".join(names), None
+    else:
+        table_name, key = ".".join(names[:-1]), names[-1]
+    inside = not table_name
+    seen = -1
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            inside = header.group(1).strip() == table_name
+            if inside:
+                seen += 1
+                inside = index is None or seen == index
+                if inside and key is None:
                     return number
-                inside = name == table_name
-                continue
-            if inside and key is not None and re.match(
-                rf"^\s*\"?{re.escape(key)}\"?\s*=", line
-            ):
-                return number
+            continue
+        if inside and key is not None and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
+            return number
     return None
 
 
@@ -61,8 +85,10 @@ def load_profile(path: Path, model: type[Model]) -> Model:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = tuple(first["loc"])
+        # An unknown key is usually the cause of a "missing" one (a typo): report it first.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        first = errors[0]
+        loc = key_path(data, tuple(first["loc"]))
         key = ".".join(str(k) for k in loc) or "(top level)"
         number = line_of(text, loc)
         where = f"{path}:{number}" if number else str(path)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Install everything dnsstudy needs on Debian 12, from apt, PyPI, crates.io
+# and the Go module proxy. Idempotent: a second run changes nothing.
+# Run as root from anywhere: bash scripts/setup.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+GECKODRIVER_VERSION=0.37.1   # crates.io; Debian does not package geckodriver
+APT_PACKAGES=(
+  firefox-esr            # the browser under study (ESR, pinned by Debian 12's release)
+  libnss3-tools          # certutil: profiles that trust the lab CA
+  unbound                # lab resolvers: Do53, DoT, DoH (built with libnghttp2)
+  stubby                 # DoT stub for the DoT arm
+  nginx                  # lab web servers, HTTP/2
+  getdns-utils libgetdns-dev libcurl4-openssl-dev   # the resolution timer
+  iproute2 iptables nftables procps util-linux      # namespaces, NFQUEUE, loss, sysctl, setpriv
+  dnsutils knot-dnsutils curl tcpdump openssl ca-certificates  # checks: dig, kdig, curl
+  python3 python3-venv python3-dev gcc make pkg-config
+)
+
+log() { printf 'setup: %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (it installs Debian packages)" >&2
+  exit 1
+fi
+
+# --- Debian packages --------------------------------------------------------
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "Debian packages present"
+fi
+
+# --- toolchains (preinstalled on this machine kind; Debian 12's are too old) --
+for dir in /usr/local/go/bin "$HOME/.cargo/bin" /root/.cargo/bin; do
+  [ -d "$dir" ] && PATH="$PATH:$dir"
+done
+export PATH
+command -v go >/dev/null || { echo "setup.sh: Go >= 1.22 not found (expected in /usr/local/go/bin)" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "setup.sh: cargo not found (expected in ~/.cargo/bin, from rustup)" >&2; exit 1; }
+
+mkdir -p build/bin
+
+# --- the NFQUEUE delayer (Go, modules pinned by delayer/go.sum) -------------
+log "building build/bin/nfqdelay"
+(cd delayer && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/nfqdelay" .)
+
+# --- geckodriver (crates.io, pinned) -----------------------------------------
+if ! build/cargo/bin/geckodriver --version 2>/dev/null | grep -q "geckodriver $GECKODRIVER_VERSION"; then
+  log "cargo install geckodriver $GECKODRIVER_VERSION (about 2 minutes)"
+  cargo install geckodriver --version "$GECKODRIVER_VERSION" --locked --root "$ROOT/build/cargo" --quiet
+else
+  log "geckodriver $GECKODRIVER_VERSION present"
+fi
+ln -sf ../cargo/bin/geckodriver build/bin/geckodriver
+
+# --- Python: a project-local virtual environment with pinned packages -------
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  /usr/bin/python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+
+log "done: $(.venv/bin/dnsstudy --version)"

@@ -1,0 +1,69 @@
+"""Helpers for integration tests: run real clients inside a lab namespace."""
+
+from __future__ import annotations
+
+import base64
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import dns.message
+
+from harness import netns
+
+
+def in_ns(namespace: str, *argv: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", namespace, *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def dns_query_file(tmp: Path, name: str) -> Path:
+    path = tmp / f"{name}.bin"
+    path.write_bytes(dns.message.make_query(name, "A", id=0).to_wire())
+    return path
+
+
+def doh_get_param(name: str) -> str:
+    wire = dns.message.make_query(name, "A", id=0).to_wire()
+    return base64.urlsafe_b64encode(wire).rstrip(b"=").decode()
+
+
+def live_processes_mentioning(text: str) -> list[str]:
+    """Command lines of running (non-zombie) processes that mention ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def dig_ms(namespace: str, server: str, name: str, tcp: bool = False) -> float:
+    """Wall-clock milliseconds of one query made by dig inside the namespace."""
+    args = ["dig", "+tries=1", "+time=3", "+short", f"@{server}", name]
+    if tcp:
+        args.insert(1, "+tcp")
+    start = time.perf_counter()
+    result = in_ns(namespace, *args)
+    elapsed = (time.perf_counter() - start) * 1000
+    assert result.returncode == 0 and result.stdout.strip(), result.stdout + result.stderr
+    return elapsed
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def mounts_mentioning(text: str) -> list[str]:
+    return [line for line in Path("/proc/self/mounts").read_text().splitlines() if text in line]
+
+
+def namespace_exists(name: str) -> bool:
+    return netns.exists(name)

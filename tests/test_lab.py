@@ -1,0 +1,184 @@
+"""The lab, for real: daemons in namespaces, queried with dig, kdig, getdns_query and curl."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.lab.zones import web_address
+from tests.lab_tools import dig_ms, dns_query_file, doh_get_param, in_ns, median
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def client(lab):
+    return lab.config.namespaces["client"]
+
+
+@pytest.fixture(scope="module")
+def resolvers(lab):
+    return {r["name"]: r for r in lab.status().resolvers}
+
+
+def test_lab_is_healthy(lab):
+    status = lab.status()
+    assert status.healthy, status
+    names = {d["name"] for d in status.daemons}
+    assert {"auth", "delayer-far", "resolver-near", "resolver-far", "nginx", "tarpit"} <= names
+
+
+def test_up_twice_is_a_noop(lab):
+    pids = {d["name"]: d["pid"] for d in lab.status().daemons}
+    assert lab.up() is False
+    assert {d["name"]: d["pid"] for d in lab.status().daemons} == pids
+
+
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+@pytest.mark.parametrize("resolver", ["near", "far"])
+def test_do53(lab, client, resolvers, resolver, transport):
+    flag = "+tcp" if transport == "tcp" else "+notcp"
+    out = in_ns(client, "dig", flag, "+tries=1", f"@{resolvers[resolver]['address']}", "google.com", "A")
+    assert "status: NOERROR" in out.stdout
+    assert web_address(lab.config, "google.com") in out.stdout
+    # dig prints the transport it used in its footer
+    assert f"({transport.upper()})" in out.stdout
+
+
+@pytest.mark.parametrize("resolver", ["near", "far"])
+def test_dot_verifies_against_lab_ca(lab, client, resolvers, resolver):
+    r = resolvers[resolver]
+    ok = in_ns(client, "kdig", "+tls", f"+tls-ca={lab.ca_path}", f"+tls-hostname={r['tls_name']}",
+               f"@{r['address']}", "youtube.com", "A")
+    assert "status: NOERROR" in ok.stdout, ok.stdout + ok.stderr
+    assert web_address(lab.config, "youtube.com") in ok.stdout
+    assert "(TLS1.3)" in ok.stdout
+    wrong = in_ns(client, "kdig", "+tls", f"+tls-ca={lab.ca_path}", "+tls-hostname=wrong.dns.lab.test",
+                  f"@{r['address']}", "youtube.com", "A")
+    assert "status: NOERROR" not in wrong.stdout
+    assert "failed" in (wrong.stdout + wrong.stderr).lower()
+    # and without the lab CA the system trust store rejects it too
+    untrusted = in_ns(client, "kdig", "+tls-ca", f"+tls-hostname={r['tls_name']}", f"@{r['address']}", "youtube.com")
+    assert "status: NOERROR" not in untrusted.stdout
+
+
+def test_dot_with_getdns_query(lab, client, resolvers, tmp_path):
+    r = resolvers["near"]
+    conf = tmp_path / "ca.json"
+    conf.write_text(json.dumps({"tls_ca_file": str(lab.ca_path)}))
+    out = in_ns(client, "getdns_query", "-C", str(conf), "-s", "-L", "-m",
+                f"@{r['address']}#853~{r['tls_name']}", "+return_call_reporting", "-j", "bing.com", "A")
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["replies_tree"][0]["header"]["rcode"] == 0
+    assert reply["call_reporting"][0]["transport"] == 1202  # GETDNS_TRANSPORT_TLS
+    assert reply["call_reporting"][0]["tls_auth_status"] == "Success"
+
+
+@pytest.mark.parametrize("resolver", ["near", "far"])
+def test_doh_post_and_get_over_http2(lab, client, resolvers, resolver, tmp_path):
+    r = resolvers[resolver]
+    query = dns_query_file(tmp_path, "amazon.com")
+    answer = tmp_path / "answer.bin"
+    post = in_ns(client, "curl", "-sS", "--http2", "--cacert", str(lab.ca_path), "-o", str(answer),
+                 "-w", "%{http_version} %{http_code}", "-H", "content-type: application/dns-message",
+                 "--data-binary", f"@{query}", r["doh"])
+    assert post.stdout == "2 200", post.stdout + post.stderr
+    import dns.message
+
+    msg = dns.message.from_wire(answer.read_bytes())
+    assert msg.answer[0][0].address == web_address(lab.config, "amazon.com")
+    get = in_ns(client, "curl", "-sS", "--http2", "--cacert", str(lab.ca_path), "-o", str(answer),
+                "-w", "%{http_version} %{http_code}", "-H", "accept: application/dns-message",
+                f"{r['doh']}?dns={doh_get_param('amazon.com')}")
+    assert get.stdout == "2 200", get.stdout + get.stderr
+    assert dns.message.from_wire(answer.read_bytes()).answer[0][0].address == web_address(lab.config, "amazon.com")
+
+
+def test_https_over_http2_for_several_hostnames(lab, client):
+    manifest = json.loads((Path(lab._web_root()) / "manifest.json").read_text())
+    top, tail = manifest["pages"][3], manifest["pages"][1500]
+    urls = [top["url"], tail["url"], f"https://{top['hostnames'][-1]}/o/img/256.png?x=1", "https://www.lab.test/"]
+    for url in urls:
+        out = in_ns(client, "curl", "-sS", "--http2", "--cacert", str(lab.ca_path), "-o", "/dev/null",
+                    "-w", "%{http_version} %{http_code} %{remote_ip}", url)
+        assert out.stdout.startswith("2 200 198.18."), (url, out.stdout, out.stderr)
+    # the page references its objects on many hostnames
+    page = in_ns(client, "curl", "-sS", "--cacert", str(lab.ca_path), top["url"]).stdout
+    hosts = set(re.findall(r"https://([a-z0-9.-]+)/", page))
+    assert len(hosts) >= len(top["hostnames"]) - len(top["late_hostnames"]) - 1
+    # without the lab CA, curl's system trust store rejects the lab's certificates
+    bad = in_ns(client, "curl", "-sS", "-o", "/dev/null", top["url"])
+    assert bad.returncode == 60, bad.stderr
+
+
+def test_untrusted_and_dead_servers_behave(lab, client):
+    badcert = in_ns(client, "curl", "-sS", "--cacert", str(lab.ca_path), "-o", "/dev/null", "https://badcert.lab.test/")
+    assert badcert.returncode == 60  # certificate problem
+    refused = in_ns(client, "curl", "-sS", "-o", "/dev/null", "https://refused.lab.test/")
+    assert refused.returncode == 7  # could not connect
+    start = time.monotonic()
+    hang = in_ns(client, "curl", "-sS", "-m", "2", "--cacert", str(lab.ca_path), "-o", "/dev/null", "https://hang.lab.test/")
+    assert hang.returncode == 28 and time.monotonic() - start >= 1.9  # connected, then silence until timeout
+
+
+def test_names_outside_the_lab_get_nxdomain_from_the_lab(lab, client, resolvers):
+    name = f"outside-{os.getpid()}.example-not-in-lab.com"
+    for r in resolvers.values():
+        out = in_ns(client, "dig", "+tries=1", f"@{r['address']}", name)
+        assert "status: NXDOMAIN" in out.stdout
+    # the system resolver of the client namespace is the lab's, and it says NXDOMAIN
+    out = in_ns(client, "getent", "ahostsv4", name)
+    assert out.returncode == 2
+    log = (Path(lab.run_dir) / "logs" / "resolver-near.log").read_text()
+    assert f"{name}. A IN" in log or f"{name}. A" in log
+
+
+def test_client_cannot_reach_beyond_the_lab(lab, client):
+    routes = in_ns(client, "ip", "-4", "route").stdout.strip().splitlines()
+    lab_nets = {str(lab.config.addresses.client_net), str(lab.config.addresses.server_net)}
+    assert all(line.split()[0] in lab_nets for line in routes), routes
+    assert not any(line.startswith("default") for line in routes)
+    start = time.monotonic()
+    out = in_ns(client, "curl", "-sS", "-m", "5", "http://192.0.2.1/")  # TEST-NET-1: no route
+    assert out.returncode == 7 and time.monotonic() - start < 2  # refused locally, not timed out
+    resolv = in_ns(client, "cat", "/etc/resolv.conf").stdout
+    assert f"nameserver {lab.config.addresses.resolver(0)}" in resolv
+
+
+def test_resolvers_differ_as_documented(lab, client, resolvers):
+    """far pays one upstream round trip per query (cold cache); near answers locally."""
+    rtt = lab.config.settings.resolvers[1].upstream_rtt_ms
+    names = ["netflix.com", "reddit.com", "apple.com", "adobe.com", "yelp.com"] * 2
+    near = [dig_ms(client, resolvers["near"]["address"], n) for n in names]
+    far = [dig_ms(client, resolvers["far"]["address"], n) for n in names]
+    # The same names asked twice stay slow at far: nothing is cached.
+    assert median(far) - median(near) >= 0.75 * rtt, (near, far)
+    assert median(far[5:]) - median(near[5:]) >= 0.75 * rtt
+
+
+def test_dead_delayer_is_detected(lab_config):
+    """Killing the delayer silences far's upstream (no bypass) and status reports it dead."""
+    from harness.lab.lab import Lab
+
+    other = Lab(lab_config.with_overrides(prefix="dsdelay", subnet="198.18.10.0/23"))
+    other.down()
+    try:
+        other.up()
+        client = other.config.namespaces["client"]
+        far = other.config.addresses.resolver(1)
+        delayer = next(d for d in other.status().daemons if d["name"] == "delayer-far")
+        os.kill(delayer["pid"], signal.SIGKILL)
+        time.sleep(0.2)
+        out = in_ns(client, "dig", "+tries=1", "+time=4", f"@{far}", "wikipedia.org")
+        assert "status: NOERROR" not in out.stdout
+        status = other.status()
+        assert "delayer-far" in status.dead and not status.healthy
+    finally:
+        other.down()

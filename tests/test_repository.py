@@ -1,0 +1,61 @@
+"""The repository keeps its promises: layout, CLI help, README and CI in step."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_layout():
+    for path in ("harness/lab", "timer", "tranco/paper-2019-sites.txt", "profiles", "analysis",
+                 "notebooks", "docker", "tests", "docs/architecture.md", "requirements.txt",
+                 "pyproject.toml", "delayer/go.sum"):
+        assert (ROOT / path).exists(), path
+    assert not (ROOT / "tranco" / "__init__.py").exists()  # data, not a package
+
+
+def test_requirements_are_pinned():
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[0-9][\w.]*", line), line
+
+
+def _commands(group, prefix=()):
+    yield prefix
+    for name, cmd in getattr(group, "commands", {}).items():
+        yield from _commands(cmd, prefix + (name,))
+
+
+@pytest.mark.parametrize("path", list(_commands(main)), ids=lambda p: " ".join(p) or "dnsstudy")
+def test_every_subcommand_has_help(path):
+    result = CliRunner().invoke(main, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+def _quick_start():
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Quick start.*?```(?:sh|bash)?\n(.*?)```", text, re.S)
+    assert block, "README has a Quick start code block"
+    return [l.strip() for l in block.group(1).splitlines() if l.strip() and not l.strip().startswith("#")]
+
+
+def test_readme_quick_start_has_exactly_two_commands():
+    commands = _quick_start()
+    assert len(commands) == 2
+    assert all(c.startswith("bash scripts/setup.sh && ") for c in commands)
+
+
+def test_ci_runs_the_readme_test_command_and_nothing_else():
+    test_command = _quick_start()[1]
+    ci = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines()
+          if l.strip() and not l.startswith("#") and not l.startswith("set ") and not l.startswith("cd ")]
+    assert ci == [test_command]
