@@ -1,0 +1,114 @@
+"""Faults and bad input: crashes, a second lab, collisions, no root, missing programs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.lab.lab import Lab
+from tests.lab_tools import in_ns, live_processes_mentioning, mounts_mentioning, namespace_exists
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parent.parent
+DNSSTUDY = [sys.executable, "-m", "harness.cli"]
+
+
+def _cli(*args: str, env: dict | None = None, user: str | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [*DNSSTUDY, *args]
+    if user:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def _assert_nothing_left(the_lab: Lab) -> None:
+    for name in the_lab.config.namespaces.values():
+        assert not namespace_exists(name), name
+        assert not Path("/etc/netns", name).exists(), name
+        assert not mounts_mentioning(f"/run/netns/{name}"), name
+    assert not the_lab.run_dir.exists()
+    assert not live_processes_mentioning(str(the_lab.run_dir)), "daemons left running"
+
+
+def test_down_after_every_daemon_crashed_removes_everything(lab, lab_config):
+    """A second lab beside the session's lab; its daemons are SIGKILLed, then `lab down`."""
+    crashed = Lab(lab_config.with_overrides(prefix="dscrash", subnet="198.18.6.0/23"))
+    crashed.down()
+    crashed.up()
+    assert crashed.status().healthy and lab.status().healthy  # two labs side by side
+    # the second lab answers in its own namespace with its own addresses
+    out = in_ns(crashed.config.namespaces["client"], "dig", "+short", "@198.18.7.53", "www.lab.test")
+    assert out.stdout.strip() == "198.18.7.100"
+    # a stray process started inside a lab namespace, not recorded anywhere
+    stray = subprocess.Popen(["ip", "netns", "exec", crashed.config.namespaces["client"], "sleep", "300"],
+                             start_new_session=True)
+    for d in crashed.status().daemons:
+        os.kill(d["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and crashed.status().daemons and not all(
+        not d["alive"] for d in crashed.status().daemons
+    ):
+        time.sleep(0.05)  # SIGKILL is delivered asynchronously
+    status = crashed.status()
+    assert not status.healthy and len(status.dead) == len(status.daemons)
+    crashed.down()
+    stray.wait(timeout=5)
+    _assert_nothing_left(crashed)
+    assert lab.status().healthy  # the other lab did not notice
+
+
+def test_down_twice_and_down_of_a_lab_never_up(lab_config):
+    never = Lab(lab_config.with_overrides(prefix="dsnever", subnet="198.18.12.0/23"))
+    assert never.down() == []
+    assert never.down() == []
+
+
+def test_demo_runs_the_main_job_and_leaves_nothing(lab_config):
+    result = _cli("demo", "--prefix", "dsdemo", "--subnet", "198.18.14.0/23")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "checks passed" in result.stdout and "lab dsdemo down" in result.stdout
+    _assert_nothing_left(Lab(lab_config.with_overrides(prefix="dsdemo", subnet="198.18.14.0/23")))
+
+
+def test_subnet_colliding_with_a_host_address_is_refused(lab_config):
+    # 127.0.0.0/8 is on the host's loopback interface
+    result = _cli("lab", "up", "--prefix", "dscoll", "--subnet", "127.0.8.0/23")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "collides with 127.0.0.0/8 on host interface lo" in lines[0], result.stderr
+    _assert_nothing_left(Lab(lab_config.with_overrides(prefix="dscoll", subnet="127.0.8.0/23")))
+
+
+def test_not_root_gives_one_line_saying_what_is_needed():
+    result = _cli("lab", "up", "--prefix", "dsuser", user="65534")
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs root" in lines[0] and "CAP_NET_ADMIN" in lines[0]
+
+
+def test_missing_program_names_its_package(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("ip", "nginx", "iptables"):  # everything but unbound
+        (bin_dir / program).symlink_to(shutil.which(program))
+    result = _cli("lab", "up", "--prefix", "dsmiss", env={"PATH": str(bin_dir)})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'unbound' not found" in lines[0] and "package 'unbound'" in lines[0]
+
+
+def test_broken_profile_is_one_line(tmp_path):
+    profile = tmp_path / "lab.toml"
+    profile.write_text((ROOT / "profiles/lab/default.toml").read_text().replace('prefix = "dsl"', 'prefx = "dsl"'))
+    result = _cli("lab", "status", "--profile", str(profile))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{profile}:" in lines[0] and "prefx: unknown key" in lines[0]
