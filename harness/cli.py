@@ -68,6 +68,27 @@ def lab() -> None:
     """The offline testbed: namespaces, a private CA, resolvers, a synthetic web."""
 
 
+def compact_addresses(endpoints: list[str]) -> str:
+    """'198.18.1.100:443 198.18.1.101:443' -> '198.18.1.100-101:443' (runs of consecutive addresses)."""
+    runs: list[list] = []
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        net, _, last = host.rpartition(".")
+        if runs and runs[-1][0] == net and runs[-1][3] == port and last.isdigit() and int(last) == runs[-1][2] + 1:
+            runs[-1][2] = int(last)
+        elif last.isdigit():
+            runs.append([net, int(last), int(last), port])
+        else:
+            runs.append([endpoint, None, None, None])
+    out = []
+    for net, first, end, port in runs:
+        if first is None:
+            out.append(net)
+        else:
+            out.append(f"{net}.{first}{'-' + str(end) if end != first else ''}:{port}")
+    return " ".join(out)
+
+
 def _print_status(status) -> None:
     state = "[green]up[/]" if status.healthy else ("[red]broken[/]" if status.up else "down")
     console.print(f"lab [bold]{status.prefix}[/]: {state}   run dir {status.run_dir}   CA {status.ca}")
@@ -77,12 +98,14 @@ def _print_status(status) -> None:
         table = Table("daemon", "namespace", "pid", "state", "addresses")
         for d in status.daemons:
             table.add_row(d["name"], d["namespace"], str(d["pid"]),
-                          "[green]running[/]" if d["alive"] else "[red]DEAD[/]", " ".join(d["addresses"]))
+                          "[green]running[/]" if d["alive"] else "[red]DEAD[/]", compact_addresses(d["addresses"]))
         console.print(table)
-    table = Table("resolver", "kind", "Do53", "DoT (name)", "DoH", "behaviour")
+    table = Table("resolver", "kind", "Do53 (UDP, TCP)", "DoT, authenticated as", "DoH (HTTP/2, GET and POST)")
     for r in status.resolvers:
-        table.add_row(r["name"], r["kind"], r["do53"], f"{r['dot']} ({r['tls_name']})", r["doh"], r["description"])
+        table.add_row(r["name"], r["kind"], r["do53"], f"{r['dot']} {r['tls_name']}", r["doh"])
     console.print(table)
+    for r in status.resolvers:
+        console.print(f"  {r['name']}: {r['description']}")
     if status.dead:
         console.print(f"[red]dead daemons: {', '.join(status.dead)}[/]")
 

@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DNSSTUDY = [sys.executable, "-m", "harness.cli"]
 
 
-def _cli(*args: str, env: dict | None = None, user: str | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, env: dict | None = None, no_caps: bool = False) -> subprocess.CompletedProcess[str]:
     argv = [*DNSSTUDY, *args]
-    if user:
-        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    if no_caps:
+        # uid 0 without capabilities: what an unprivileged user or a locked-down container has
+        argv = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *argv]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
@@ -87,11 +88,12 @@ def test_subnet_colliding_with_a_host_address_is_refused(lab_config):
     _assert_nothing_left(Lab(lab_config.with_overrides(prefix="dscoll", subnet="127.0.8.0/23")))
 
 
-def test_not_root_gives_one_line_saying_what_is_needed():
-    result = _cli("lab", "up", "--prefix", "dsuser", user="65534")
+@pytest.mark.parametrize("command", [("lab", "up"), ("lab", "down"), ("demo",)])
+def test_without_capabilities_one_line_says_what_is_needed(command):
+    result = _cli(*command, "--prefix", "dsuser", no_caps=True)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "needs root" in lines[0] and "CAP_NET_ADMIN" in lines[0]
+    assert len(lines) == 1 and "needs root with CAP_NET_ADMIN and CAP_SYS_ADMIN" in lines[0], result.stderr
 
 
 def test_missing_program_names_its_package(tmp_path):
@@ -112,3 +114,20 @@ def test_broken_profile_is_one_line(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{profile}:" in lines[0] and "prefx: unknown key" in lines[0]
+
+
+def test_up_failing_half_way_removes_what_it_made(tmp_path, lab_config):
+    """nginx that dies at start (fault injected through PATH): up fails, names it, leaves nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("ip", "unbound", "iptables"):
+        (bin_dir / program).symlink_to(shutil.which(program))
+    broken = bin_dir / "nginx"
+    broken.write_text("#!/bin/sh\necho 'nginx: [emerg] injected failure' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    result = _cli("lab", "up", "--prefix", "dshalf", "--subnet", "198.18.20.0/23",
+                  env={"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"})
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "lab did not come up" in lines[0] and "nginx" in lines[0] and "injected failure" in lines[0]
+    _assert_nothing_left(Lab(lab_config.with_overrides(prefix="dshalf", subnet="198.18.20.0/23")))

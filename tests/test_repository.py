@@ -59,3 +59,24 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
     ci = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines()
           if l.strip() and not l.startswith("#") and not l.startswith("set ") and not l.startswith("cd ")]
     assert ci == [test_command]
+
+
+def test_compact_addresses():
+    from harness.cli import compact_addresses
+
+    assert compact_addresses(["198.18.1.100:443", "198.18.1.101:443", "198.18.1.102:443", "198.18.1.62:443"]) == (
+        "198.18.1.100-102:443 198.18.1.62:443"
+    )
+    assert compact_addresses(["198.18.1.61:80", "198.18.1.61:443"]) == "198.18.1.61:80 198.18.1.61:443"
+    assert compact_addresses([]) == ""
+
+
+def test_capability_check_reads_capeff():
+    from harness.errors import HarnessError, effective_capabilities, require_root
+
+    assert effective_capabilities("Name:\tx\nCapEff:\t000001ffffffffff\n") == 0x1FFFFFFFFFF
+    require_root("x", capabilities=(1 << 12) | (1 << 21))
+    with pytest.raises(HarnessError, match="lacks CAP_SYS_ADMIN$|lacks CAP_SYS_ADMIN:"):
+        require_root("lab up", capabilities=1 << 12)
+    with pytest.raises(HarnessError, match="lacks CAP_NET_ADMIN and CAP_SYS_ADMIN"):
+        require_root("lab up", capabilities=0)

@@ -211,8 +211,14 @@ class Lab:
         for d in daemons:
             d.start()
         self._save(daemons)
-        missing = netns.wait_tcp(server, endpoints, timeout=wait)
-        dead = [d.name for d in daemons if not d.alive()]
+        # Wait for every port, but give up at once if a daemon died.
+        deadline = time.monotonic() + wait
+        missing = endpoints
+        while True:
+            missing = netns.wait_tcp(server, missing, timeout=0.5)
+            dead = [d.name for d in daemons if not d.alive()]
+            if dead or not missing or time.monotonic() >= deadline:
+                break
         if dead or missing:
             logs = "; ".join(f"{d.name}: {_tail(d.log)}" for d in daemons if d.name in dead)
             raise HarnessError(f"lab did not come up: dead {dead or 'none'}, not listening {missing or 'none'}. {logs}")
