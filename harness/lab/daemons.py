@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness import netns
@@ -36,6 +36,7 @@ class Daemon:
     argv: list[str]
     log: str
     addresses: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # added to our environment
     pid: int = 0
     started: int = 0
 
@@ -45,7 +46,7 @@ class Daemon:
             proc = subprocess.Popen(
                 netns.command(self.namespace, self.argv),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True,
+                start_new_session=True, close_fds=True, env={**os.environ, **self.env},
             )
         self.pid = proc.pid
         # `ip netns exec` replaces itself with the program, so this pid is the daemon's.

@@ -26,7 +26,7 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig, RecursiveResolver
 from harness.lab.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.lab.nginx import nginx_config
-from harness.lab.unbound import resolver_config, authoritative_config
+from harness.lab.unbound import OPENSSL_CONF, authoritative_config, resolver_config
 from harness.lab.webcache import ensure_web
 from harness.lab.zones import LAB_ZONE, build_zones, infrastructure_names, resolver_tls_name, root_zone_file, unbound_local_data
 from harness.paths import PROJECT_ROOT, RUN_ROOT
@@ -187,6 +187,7 @@ class Lab:
             daemons.append(Daemon(f"delayer-{r.name}", server,
                                   upstream.delayer_argv(i, r, str(run / f"delayer-{r.name}.json")),
                                   str(run / "logs" / f"delayer-{r.name}.log"), []))
+        (run / "openssl.cnf").write_text(OPENSSL_CONF)
         for i, r in enumerate(cfg.settings.resolvers):
             tls = resolver_tls_name(r.name)
             cert = run / "certs" / f"resolver-{r.name}.pem"
@@ -196,7 +197,8 @@ class Lab:
             addr = plan.resolver(i)
             daemons.append(Daemon(f"resolver-{r.name}", server, ["unbound", "-d", "-c", str(conf)],
                                   str(run / "logs" / f"resolver-{r.name}.log"),
-                                  [f"{addr}:53", f"{addr}:853", f"{addr}:443"]))
+                                  [f"{addr}:53", f"{addr}:853", f"{addr}:443"],
+                                  env={"OPENSSL_CONF": str(run / "openssl.cnf")}))
             endpoints += [(addr, 53), (addr, 853), (addr, 443)]
         web_addrs = plan.web(cfg.settings.web_addresses)
         daemons.append(Daemon("nginx", server,
