@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 from pyroute2 import IPRoute, netns
@@ -108,9 +111,6 @@ def wait_tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> lis
 
     Returns the endpoints that still refused when ``timeout`` ran out.
     """
-    import socket
-    import time
-
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -130,12 +130,10 @@ def wait_tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> lis
                 if pending:
                     time.sleep(0.05)
         finally:
-            os.write(write_fd, repr(pending).encode())
+            os.write(write_fd, json.dumps(pending).encode())
             os._exit(0)
     os.close(write_fd)
     with os.fdopen(read_fd) as pipe:
         data = pipe.read()
     os.waitpid(pid, 0)
-    import ast
-
-    return [tuple(e) for e in ast.literal_eval(data or "[]")]
+    return [(address, port) for address, port in json.loads(data or "[]")]

@@ -196,3 +196,24 @@ def test_first_dot_query_is_not_held_by_nagle(lab, client, resolvers):
                     f"@{resolvers['near']['address']}", "google.com")
         times.append(float(re.search(r"in ([0-9.]+) ms", out.stdout).group(1)))
     assert median(times) < 20, times
+
+
+def test_status_command_reports_daemons_addresses_and_deaths(lab):
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "harness.cli", "lab", "status", "--json",
+            "--prefix", lab.config.prefix, "--subnet", lab.config.settings.subnet]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30)
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["healthy"] and status["dead"] == []
+    daemons = {d["name"]: d for d in status["daemons"]}
+    near = lab.config.addresses.resolver(0)
+    assert daemons["resolver-near"]["alive"]
+    assert daemons["resolver-near"]["addresses"] == [f"{near}:53", f"{near}:853", f"{near}:443"]
+    assert {r["name"] for r in status["resolvers"]} == {"near", "far"}
+    # the table form, for people
+    table = subprocess.run(args[:-5] + args[-4:], capture_output=True, text=True, env=env, timeout=30)
+    assert table.returncode == 0 and "resolver-near" in table.stdout and "running" in table.stdout

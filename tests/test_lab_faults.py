@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -60,6 +61,8 @@ def test_down_after_every_daemon_crashed_removes_everything(lab, lab_config):
         time.sleep(0.05)  # SIGKILL is delivered asynchronously
     status = crashed.status()
     assert not status.healthy and len(status.dead) == len(status.daemons)
+    shown = _cli("lab", "status", "--json", "--prefix", "dscrash", "--subnet", "198.18.6.0/23")
+    assert shown.returncode == 1 and set(json.loads(shown.stdout)["dead"]) == {d["name"] for d in status.daemons}
     crashed.down()
     stray.wait(timeout=5)
     _assert_nothing_left(crashed)

@@ -62,13 +62,6 @@ class Daemon:
             return False
         return True
 
-    def signal(self, sig: int) -> None:
-        if self.alive():
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
-
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -80,33 +73,37 @@ def _reap(pid: int) -> None:
         pass  # not our child: init reaps it
 
 
-def stop_all(daemons: list[Daemon], grace: float = 1.0) -> None:
-    """SIGTERM every daemon, then SIGKILL whatever is left after ``grace`` seconds."""
-    for d in daemons:
-        d.signal(signal.SIGTERM)
+def _running(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def terminate(pids: list[int], grace: float) -> None:
+    """SIGTERM the processes, then SIGKILL whatever still runs after ``grace`` seconds."""
+    for pid in pids:
+        _send(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(d.alive() for d in daemons):
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
         time.sleep(0.02)
-    for d in daemons:
-        d.signal(signal.SIGKILL)
-        _reap(d.pid)
+    for pid in pids:
+        _send(pid, signal.SIGKILL)
+        _reap(pid)
+
+
+def stop_all(daemons: list[Daemon], grace: float = 1.0) -> None:
+    """Stop the daemons we started (only those whose pid still names them)."""
+    terminate([d.pid for d in daemons if d.alive()], grace)
 
 
 def kill_namespace_processes(namespaces: list[str], grace: float = 0.5) -> list[int]:
     """Kill every process still inside the namespaces, whoever started it."""
     pids = [pid for ns in namespaces for pid in netns.pids_in(ns)]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and (_stat_fields(p) or ["Z"])[0] != "Z" for p in pids):
-        time.sleep(0.02)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _reap(pid)
+    terminate(pids, grace)
     return pids

@@ -120,7 +120,7 @@ class Lab:
                 "run 'dnsstudy lab down' first"
             )
         topology.check_collisions(self.config)
-        if self.config.prefix and any(netns.exists(n) for n in self.config.namespaces.values()):
+        if any(netns.exists(n) for n in self.config.namespaces.values()):
             raise HarnessError(
                 f"namespaces of lab '{self.config.prefix}' exist without a state file: run 'dnsstudy lab down' first"
             )
