@@ -221,6 +221,40 @@ def web(profile: str, prefix: str | None, subnet: str | None) -> None:
     console.print(table)
 
 
+@main.command("visit")
+@click.argument("url")
+@click.option("--protocol", required=True, type=click.Choice(["do53", "dot", "doh"]),
+              help="DNS arm: Do53 (system resolver), DoT (Stubby), DoH (Firefox TRR).")
+@click.option("--resolver", default="near", show_default=True, help="Resolver name (a lab resolver).")
+@click.option("--network", default="wired", show_default=True, type=click.Choice(["wired"]),
+              help="Network profile; shaped profiles arrive with link emulation.")
+@click.option("--timeout", default=30.0, show_default=True, type=float,
+              help="Page-load timeout in seconds (the reference study used 30).")
+@click.option("--margin", default=10.0, show_default=True, type=float,
+              help="Watchdog margin: a visit is killed after timeout + margin seconds.")
+@click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for HARs (hars/<visit>.har.gz) and visit records (visits.jsonl).")
+@lab_options
+@one_line_errors
+def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, margin: float, results_dir: str,
+          profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Visit URL once from the lab's client namespace and print the result as JSON.
+
+    Exit status 0 for a successful page load, 1 for any other class.
+    """
+    from harness.lab.lab import Lab
+    from harness.visit import run_visit
+
+    the_lab = Lab(_config(profile, prefix, subnet))
+    results = Path(results_dir)
+    result = run_visit(the_lab, url, protocol, resolver, results, timeout=timeout, margin=margin, network=network)
+    record = json.dumps(result.to_dict())
+    with open(results / "visits.jsonl", "a") as f:
+        f.write(record + "\n")
+    click.echo(json.dumps(result.to_dict(), indent=1))
+    sys.exit(0 if result.error_class == "Successful" else 1)
+
+
 @main.command("demo")
 @lab_options
 @one_line_errors

@@ -8,6 +8,8 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyroute2 import IPRoute, netns
@@ -80,7 +82,7 @@ def set_sysctl(name: str, key: str, value: str) -> None:
     if pid == 0:  # the child enters the namespace; the parent stays where it is
         code = 1
         try:
-            netns.setns(name)
+            netns.setns(name, flags=0)  # flags=0: never create a missing namespace
             Path("/proc/sys", *key.split(".")).write_text(value)
             code = 0
         finally:
@@ -117,7 +119,7 @@ def wait_tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> lis
         os.close(read_fd)
         pending = list(endpoints)
         try:
-            netns.setns(name)
+            netns.setns(name, flags=0)  # flags=0: never create a missing namespace
             deadline = time.monotonic() + timeout
             while pending and time.monotonic() < deadline:
                 still = []
@@ -137,3 +139,31 @@ def wait_tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> lis
         data = pipe.read()
     os.waitpid(pid, 0)
     return [(address, port) for address, port in json.loads(data or "[]")]
+
+
+@contextmanager
+def entered(name: str | None) -> Iterator[None]:
+    """Move the calling thread into namespace ``name`` for the block (None: stay).
+
+    Sockets opened and processes started inside the block belong to the
+    namespace; on exit the thread returns to where it was.
+    """
+    if name is None:
+        yield
+        return
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        netns.setns(name, flags=0)
+        try:
+            yield
+        finally:
+            netns.setns(own, flags=0)
+    finally:
+        os.close(own)
+
+
+def free_tcp_port() -> int:
+    """A TCP port free on 127.0.0.1 of the current namespace."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import netns
+from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError, require_program, require_root
 from harness.lab import topology, upstream
 from harness.lab.ca import CertificateAuthority, new_key, write_key
@@ -103,6 +104,22 @@ class Lab:
             run_dir=str(self.run_dir),
             ca=str(self.ca_path),
         )
+
+    def client_side(self) -> ClientSide:
+        """The client namespace as a place where DNS arms and the browser run."""
+        return ClientSide(namespace=self.config.namespaces["client"], run_dir=self.run_dir, ca_file=self.ca_path,
+                          dead_resolver=self.config.addresses.refused)
+
+    def resolver(self, name: str) -> Resolver:
+        """A lab resolver by name, with its statistics for arm proofs."""
+        for i, settings in enumerate(self.config.settings.resolvers):
+            if settings.name == name:
+                address, tls_name = self.config.addresses.resolver(i), resolver_tls_name(name)
+                return Resolver(name=name, address=address, tls_name=tls_name,
+                                doh_uri=f"https://{tls_name}/dns-query",
+                                control_config=self.run_dir / f"resolver-{name}.conf")
+        names = ", ".join(r.name for r in self.config.settings.resolvers)
+        raise HarnessError(f"lab '{self.config.prefix}' has no resolver '{name}' (it has: {names})")
 
     # -- up -------------------------------------------------------------
 

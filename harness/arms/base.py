@@ -1,0 +1,87 @@
+"""The interface every DNS arm implements, and the places and resolvers it works with.
+
+An arm is one way the browser's DNS queries reach a resolver (Do53, DoT
+through a stub, DoH inside Firefox, ...). Adding one is one new module
+with a `DnsArm` subclass, registered in `harness.arms.ARMS`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from harness import netns
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """One resolver and its endpoints for every transport."""
+
+    name: str
+    address: str         # Do53 and DoT address (and DoH bootstrap)
+    tls_name: str        # name its certificate carries (DoT authentication, DoH host)
+    doh_uri: str
+    control_config: Path | None = None  # a lab resolver's unbound config: its statistics prove transports
+
+
+@dataclass(frozen=True)
+class ClientSide:
+    """Where the browser runs: the lab's client namespace."""
+
+    namespace: str
+    run_dir: Path            # per-lab run-time directory (stub configs, logs)
+    ca_file: Path            # the CA that signs resolver certificates
+    dead_resolver: str       # an address where no DNS server answers
+
+    def set_system_resolver(self, address: str) -> None:
+        """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""
+        etc = netns.ETC_NETNS / self.namespace
+        etc.mkdir(parents=True, exist_ok=True)
+        tmp = etc / "resolv.conf.tmp"
+        tmp.write_text(f"# written by dnsstudy for the visit's DNS arm\nnameserver {address}\n")
+        tmp.replace(etc / "resolv.conf")
+
+
+class DnsArm(ABC):
+    """One DNS transport from the browser to a resolver.
+
+    Lifecycle: `start()` before a visit (or once for many visits when the
+    arm is persistent), `problem()` after it, `stop()` at the end.
+    `transport` names the resolver-side counter that proves the arm;
+    `client_required` and `client_forbidden` name client-side packet
+    counters (see harness.arms.evidence) that must be non-zero and zero.
+    """
+
+    protocol: ClassVar[str]
+    transport: ClassVar[str]
+    client_required: ClassVar[tuple[str, ...]] = ()
+    client_forbidden: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False):
+        self.resolver = resolver
+        self.client = client
+        self.persistent = persistent  # keep per-visit state (a stub and its connection) across visits
+
+    @abstractmethod
+    def start(self) -> None:
+        """Make the arm ready for the browser (system resolver, stub)."""
+
+    def firefox_prefs(self) -> dict[str, bool | int | str]:
+        """Preferences this arm needs in the visit's profile."""
+        return {"network.trr.mode": 5}  # TRR off: Firefox uses the system resolver
+
+    def problem(self) -> str | None:
+        """Why the arm itself is broken (a harness failure), or None if it is healthy."""
+        return None
+
+    def finish_visit(self) -> None:
+        """Called after each visit; arms with per-visit state reset it here."""
+
+    def stop(self) -> None:
+        """Undo `start()`."""
+
+    def describe(self) -> dict:
+        """What the visit record stores about the arm's setup."""
+        return {"protocol": self.protocol, "resolver": self.resolver.name, "address": self.resolver.address}

@@ -1,0 +1,34 @@
+"""DoH: Firefox's own resolver (TRR) in mode 3, which never falls back to the system resolver."""
+
+from __future__ import annotations
+
+from harness.arms.base import DnsArm
+
+
+class DohArm(DnsArm):
+    protocol = "doh"
+    transport = "doh"
+    client_required = ("https_resolver",)
+    client_forbidden = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_any")
+
+    def start(self) -> None:
+        # Anything that bypassed TRR would meet a dead resolver and show in the counters.
+        self.client.set_system_resolver(self.client.dead_resolver)
+
+    def firefox_prefs(self) -> dict[str, bool | int | str]:
+        uri = self.resolver.doh_uri
+        return {
+            "network.trr.mode": 3,                        # TRR only, no native fallback
+            "network.trr.uri": uri,
+            "network.trr.custom_uri": uri,
+            "network.trr.bootstrapAddr": self.resolver.address,  # no Do53 lookup of the DoH host
+            "network.trr.allow-rfc1918": True,            # lab answers are private addresses
+            "network.trr.confirmationNS": "skip",         # no confirmation query before use
+            "network.trr.excluded-domains": "",
+            "network.trr.builtin-excluded-domains": "",
+            "network.trr.useGET": False,                  # POST, as the reference study's Firefox did
+            "network.trr.disable-ECS": True,
+        }
+
+    def describe(self) -> dict:
+        return {**super().describe(), "uri": self.resolver.doh_uri}

@@ -1,0 +1,96 @@
+"""DoT: Stubby on 127.0.0.1:53 of the client namespace, TLS to the resolver's port 853.
+
+Stubby authenticates the resolver by name against the lab CA
+(GETDNS_AUTHENTICATION_REQUIRED: no opportunistic fallback) and keeps its
+TLS connection open for `idle_timeout` ms. `persistent` decides what a
+fresh visit means: False (the reference study: one container, so one stub,
+per visit) starts a new stub for every visit, so each visit pays the TLS
+handshake; True keeps one stub and its connection across visits.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+from harness import netns
+from harness.arms.base import ClientSide, DnsArm, Resolver
+from harness.errors import HarnessError, require_program
+from harness.lab.daemons import Daemon, terminate
+
+STUB_ADDRESS = "127.0.0.1"
+
+
+class DotArm(DnsArm):
+    protocol = "dot"
+    transport = "dot"
+    client_required = ("dns53_loopback", "dot_resolver")
+    client_forbidden = ("dns53_resolver", "dns53_other", "dot_other", "https_resolver")
+
+    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
+        super().__init__(resolver, client, persistent)
+        self.idle_timeout_ms = idle_timeout_ms
+        self.stub: Daemon | None = None
+
+    def config(self) -> str:
+        """Stubby's YAML configuration.
+
+        Strings are written as JSON strings (valid YAML, nothing of ours can
+        break out of them); getdns wants the upstream address as a plain
+        scalar, so it is written bare after validation.
+        """
+        q = json.dumps
+        address = ipaddress.IPv4Address(self.resolver.address)
+        return "\n".join([
+            "resolution_type: GETDNS_RESOLUTION_STUB",
+            "dns_transport_list: [GETDNS_TRANSPORT_TLS]",       # TLS only: no fallback to Do53
+            "tls_authentication: GETDNS_AUTHENTICATION_REQUIRED",  # the resolver's name must verify
+            "tls_query_padding_blocksize: 128",
+            "edns_client_subnet_private: 1",
+            f"idle_timeout: {int(self.idle_timeout_ms)}",
+            "round_robin_upstreams: 0",
+            f"listen_addresses: [{STUB_ADDRESS}@53]",
+            f"tls_ca_file: {q(str(self.client.ca_file))}",
+            f"appdata_dir: {q(str(self.client.run_dir / 'stubby'))}",
+            "upstream_recursive_servers:",
+            f"  - address_data: {address}",
+            "    tls_port: 853",
+            f"    tls_auth_name: {q(self.resolver.tls_name)}",
+            "",
+        ])
+
+    def start(self) -> None:
+        if self.stub is not None and self.stub.alive():
+            return  # persistent stub, still running
+        require_program("stubby", "stubby")
+        run = self.client.run_dir
+        (run / "stubby").mkdir(parents=True, exist_ok=True)
+        conf = run / f"stubby-{self.resolver.name}.yml"
+        conf.write_text(self.config())
+        self.client.set_system_resolver(STUB_ADDRESS)
+        self.stub = Daemon(name=f"stubby-{self.resolver.name}", namespace=self.client.namespace,
+                           argv=["stubby", "-C", str(conf), "-v", "4"], log=str(run / "logs" / "stubby.log"),
+                           addresses=[f"{STUB_ADDRESS}:53"])
+        self.stub.start()
+        if netns.wait_tcp(self.client.namespace, [(STUB_ADDRESS, 53)], timeout=5.0):
+            self.stop()
+            raise HarnessError(f"stubby did not listen on {STUB_ADDRESS}:53 within 5 s (log: {run / 'logs' / 'stubby.log'})")
+
+    def problem(self) -> str | None:
+        if self.stub is None or not self.stub.alive():
+            return "the DoT stub (stubby) is not running"
+        return None
+
+    def finish_visit(self) -> None:
+        """End of a visit: a per-visit stub goes, a persistent one stays."""
+        if not self.persistent:
+            self.stop()
+
+    def stop(self) -> None:
+        if self.stub is not None:
+            terminate([self.stub.pid] if self.stub.alive() else [], grace=1.0)
+            self.stub = None
+
+    def describe(self) -> dict:
+        return {**super().describe(), "stub": "stubby", "tls_name": self.resolver.tls_name,
+                "stub_persistent": self.persistent, "idle_timeout_ms": self.idle_timeout_ms}

@@ -1,0 +1,1 @@
+"""Firefox driven through geckodriver: preferences, profiles, the session and its HAR."""

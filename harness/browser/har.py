@@ -1,0 +1,202 @@
+"""Assemble HAR 1.2 from WebDriver BiDi network events (our own small recorder).
+
+Sources: the BiDi events of one navigation; the server address of each
+response, observed inside Firefox (BiDi does not report it); and Navigation
+Timing, which gives onLoad and onContentLoad (BiDi network DNS times are not
+trustworthy and are kept only as the HAR's `dns` field).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from haralyzer import HarParser
+
+HTTP_VERSIONS = {"h2": "HTTP/2", "http/1.1": "HTTP/1.1", "http/1.0": "HTTP/1.0", "h3": "HTTP/3"}
+
+
+@dataclass
+class PageInfo:
+    """What the page itself reports after navigation."""
+
+    url: str
+    title: str = ""
+    on_load_ms: float | None = None            # Navigation Timing: loadEventStart - startTime
+    on_content_load_ms: float | None = None    # domContentLoadedEventStart - startTime
+    server_addresses: list[dict] = field(default_factory=list)  # [{url, address, port, protocol}] in response order
+
+
+def _iso(epoch_ms: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _headers(raw: list[dict] | None) -> list[dict]:
+    out = []
+    for header in raw or []:
+        value = header.get("value")
+        out.append({"name": header.get("name", ""),
+                    "value": value.get("value", "") if isinstance(value, dict) else str(value)})
+    return out
+
+
+def _span(timings: dict, start: str, end: str) -> float:
+    a, b = timings.get(start) or 0, timings.get(end) or 0
+    return round(b - a, 3) if a > 0 and b >= a else -1
+
+
+def _timings(t: dict) -> dict:
+    """HAR timings from BiDi request timings (epoch ms, 0 = unset)."""
+    dns = _span(t, "dnsStart", "dnsEnd")
+    connect = _span(t, "connectStart", "connectEnd")
+    ssl = _span(t, "tlsStart", "tlsEnd")
+    wait = _span(t, "requestStart", "responseStart")
+    receive = _span(t, "responseStart", "responseEnd")
+    first_phase = next((t[k] for k in ("dnsStart", "connectStart", "requestStart") if t.get(k)), 0)
+    blocked = round(first_phase - t["requestTime"], 3) if first_phase and t.get("requestTime") and first_phase >= t["requestTime"] else -1
+    return {"blocked": blocked, "dns": dns, "connect": connect, "ssl": ssl, "send": 0,
+            "wait": max(wait, 0), "receive": max(receive, 0)}
+
+
+def _total(timings: dict) -> float:
+    # `ssl` is part of `connect` in HAR 1.2, so it is not added again.
+    return round(sum(v for k, v in timings.items() if k != "ssl" and v > 0), 3)
+
+
+def _dropped(request: dict, response: dict | None) -> bool:
+    """Firefox's duplicate cache reports and data: URLs (error pages' fonts) are not network requests."""
+    if request.get("url", "").startswith("data:"):
+        return True
+    if response and response.get("fromCache"):
+        t = request.get("timings") or {}
+        return not any(t.get(k) for k in ("requestStart", "responseStart", "connectStart"))
+    return False
+
+
+def build_har(events: list[dict], page: PageInfo, browser_version: str, creator_version: str) -> dict:
+    """A HAR 1.2 document with one page and one entry per network request."""
+    requests: dict[tuple, dict] = {}
+    order: list[tuple] = []
+    started_ms = None
+    for event in events:
+        method, params = event["method"], event["params"]
+        if method == "browsingContext.navigationStarted" and started_ms is None:
+            started_ms = params.get("timestamp")
+        if not method.startswith("network."):
+            continue
+        key = (params["request"]["request"], params.get("redirectCount", 0))
+        slot = requests.get(key)
+        if slot is None:
+            slot = requests[key] = {"request": params["request"], "response": None, "error": None,
+                                    "timestamp": params.get("timestamp")}
+            order.append(key)
+        slot["request"] = params["request"]  # later events carry the complete timings and headers
+        if "response" in params:
+            slot["response"] = params["response"]
+        if method == "network.fetchError":
+            slot["error"] = params.get("errorText", "")
+
+    addresses: dict[str, deque] = defaultdict(deque)
+    for seen in page.server_addresses:
+        addresses[seen["url"]].append(seen)
+
+    entries = []
+    for key in order:
+        slot = requests[key]
+        request, response = slot["request"], slot["response"]
+        if _dropped(request, response):
+            continue
+        timings = _timings(request.get("timings") or {})
+        version = HTTP_VERSIONS.get((response or {}).get("protocol", "").lower(), (response or {}).get("protocol") or "")
+        start_ms = (request.get("timings") or {}).get("requestTime") or slot["timestamp"] or 0
+        entry = {
+            "pageref": "page_1",
+            "startedDateTime": _iso(start_ms),
+            "time": _total(timings),
+            "request": {
+                "method": request.get("method", "GET"),
+                "url": request.get("url", ""),
+                "httpVersion": version,
+                "cookies": [{"name": c.get("name", ""), "value": (c.get("value") or {}).get("value", "")}
+                            for c in request.get("cookies") or []],
+                "headers": _headers(request.get("headers")),
+                "queryString": [],
+                "headersSize": request.get("headersSize") or -1,
+                "bodySize": request.get("bodySize") if request.get("bodySize") is not None else -1,
+            },
+            "response": {
+                "status": (response or {}).get("status", 0),
+                "statusText": (response or {}).get("statusText", ""),
+                "httpVersion": version,
+                "cookies": [],
+                "headers": _headers((response or {}).get("headers")),
+                # Firefox leaves content.size at 0; the body size is the best figure it gives.
+                "content": {"size": ((response or {}).get("content") or {}).get("size") or (response or {}).get("bodySize") or 0,
+                            "mimeType": (response or {}).get("mimeType") or "x-unknown"},
+                "redirectURL": "",
+                "headersSize": (response or {}).get("headersSize") or -1,
+                "bodySize": (response or {}).get("bodySize") if (response or {}).get("bodySize") is not None else -1,
+            },
+            "cache": {},
+            "_transferSize": (response or {}).get("bytesReceived", -1),
+            "timings": timings,
+        }
+        queue = addresses.get(entry["request"]["url"])
+        if queue:
+            seen = queue.popleft()
+            entry["serverIPAddress"] = seen["address"]
+            entry["connection"] = str(seen.get("port", ""))
+        if slot["error"] is not None:
+            entry["_error"] = slot["error"]
+        entries.append(entry)
+
+    if started_ms is None:
+        started_ms = min((e_ms for e_ms in ((requests[k]["request"].get("timings") or {}).get("requestTime") for k in order) if e_ms),
+                         default=0)
+    return {"log": {
+        "version": "1.2",
+        "creator": {"name": "dnsstudy", "version": creator_version},
+        "browser": {"name": "Firefox", "version": browser_version},
+        "pages": [{
+            "startedDateTime": _iso(started_ms or 0),
+            "id": "page_1",
+            "title": page.title or page.url,
+            "pageTimings": {
+                "onContentLoad": page.on_content_load_ms if page.on_content_load_ms is not None else -1,
+                "onLoad": page.on_load_ms if page.on_load_ms is not None else -1,
+            },
+        }],
+        "entries": entries,
+    }}
+
+
+def check_har(har: dict) -> str | None:
+    """None if haralyzer reads the HAR and its page_load_time is the recorded onLoad, else why not."""
+    try:
+        parsed = HarParser(har)
+        pages = parsed.pages
+    except Exception as exc:  # haralyzer raises assorted errors on malformed input
+        return f"haralyzer cannot read the HAR: {type(exc).__name__}: {exc}"
+    if len(pages) != 1:
+        return f"HAR has {len(pages)} pages, expected 1"
+    expected = har["log"]["pages"][0]["pageTimings"]["onLoad"]
+    if pages[0].page_load_time != expected:
+        return f"haralyzer page_load_time {pages[0].page_load_time} != recorded onLoad {expected}"
+    return None
+
+
+def write_har(har: dict, path: Path) -> None:
+    """Write gzip JSON atomically (a half-written HAR never appears under the final name)."""
+    tmp = path.with_name(path.name + ".part")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as f:
+        json.dump(har, f, separators=(",", ":"))
+    tmp.replace(path)
+
+
+def read_har(path: Path) -> dict:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,279 @@
+"""One browser session: fresh profile, geckodriver and Firefox as the browser account, one navigation.
+
+The session runs in a network namespace (the lab's client) or on the host.
+geckodriver is started by us, not by Selenium, so that it can be prefixed
+with `ip netns exec` (which also gives it the namespace's resolv.conf) and
+`setpriv` (which drops root), and so that the watchdog can kill the whole
+process tree. Selenium connects to it as a remote end on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.firefox.options import Options
+
+from harness import netns
+from harness.browser.account import BrowserAccount
+from harness.browser.bidi import BidiEventLog
+from harness.browser.har import PageInfo
+from harness.browser.prefs import user_js
+from harness.browser.template import FIREFOX
+from harness.paths import BUILD_BIN
+
+GECKODRIVER = BUILD_BIN / "geckodriver"
+
+# Runs in Firefox's parent process (geckodriver --allow-system-access): records
+# the address each HTTP response came from, which BiDi does not report.
+_WATCH_ADDRESSES = """
+const seen = [];
+window.__dnsstudyAddresses = seen;
+const observer = { observe(subject) {
+  try {
+    const channel = subject.QueryInterface(Ci.nsIHttpChannel);
+    const internal = subject.QueryInterface(Ci.nsIHttpChannelInternal);
+    let address = "", port = 0;
+    try { address = internal.remoteAddress; port = internal.remotePort; } catch (e) {}
+    seen.push({url: channel.URI.spec, address: address, port: port, protocol: channel.protocolVersion});
+  } catch (e) {}
+}};
+Services.obs.addObserver(observer, "http-on-examine-response");
+return true;
+"""
+_READ_ADDRESSES = "return window.__dnsstudyAddresses || [];"
+_NAVIGATION = """
+const n = performance.getEntriesByType('navigation')[0];
+return {uri: document.documentURI, title: document.title,
+        timing: n ? n.toJSON() : null};
+"""
+
+
+@dataclass
+class NavigationReport:
+    """Everything a session observed; classification happens elsewhere."""
+
+    url: str
+    exception: str | None = None         # Selenium exception class of get(), if any
+    message: str | None = None           # its first line, kept raw and never parsed
+    document_uri: str | None = None      # e.g. about:neterror?e=dnsNotFound&...
+    page: PageInfo | None = None
+    bidi_on_load_ms: float | None = None
+    next_hop_protocol: str | None = None
+    events: list[dict] = field(default_factory=list)
+    driver_failure: str | None = None    # the driver or browser failed (not the page)
+    watchdog_fired: bool = False
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+class BrowserSession:
+    """Prepare a profile, start the browser, load one URL, collect, kill, clean up."""
+
+    def __init__(self, account: BrowserAccount, template: Path, namespace: str | None, work_root: Path,
+                 prefs: dict | None = None, timeout: float = 30.0, margin: float = 10.0):
+        self.account = account
+        self.template = template
+        self.namespace = namespace
+        self.work_root = work_root
+        self.prefs = prefs or {}
+        self.timeout = timeout
+        self.margin = margin
+        self._driver_proc: subprocess.Popen | None = None
+        self._killed = threading.Event()
+
+    # -- processes ---------------------------------------------------------
+
+    def _account_pids(self) -> list[int]:
+        """Processes of the browser account in our namespace (Firefox, its children, geckodriver)."""
+        if self.namespace:
+            candidates = netns.pids_in(self.namespace)
+        else:
+            candidates = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+        own = []
+        for pid in candidates:
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == self.account.uid:
+                    own.append(pid)
+            except OSError:
+                pass
+        return own
+
+    def kill(self) -> None:
+        """SIGKILL the driver's process group and every process of the account here.
+
+        The profile is thrown away, so a graceful quit (0.5 s) buys nothing.
+        """
+        self._killed.set()
+        proc = self._driver_proc
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for _ in range(50):
+            pids = self._account_pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.01)
+        if proc is not None:
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _watchdog(self, report: NavigationReport) -> threading.Timer:
+        def fire() -> None:
+            report.watchdog_fired = True
+            self.kill()
+        timer = threading.Timer(self.timeout + self.margin, fire)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    # -- the session -----------------------------------------------------
+
+    def run(self, url: str) -> NavigationReport:
+        report = NavigationReport(url=url)
+        t = time.monotonic()
+        work = Path(tempfile.mkdtemp(prefix="visit-", dir=self.work_root))
+        watchdog = self._watchdog(report)
+        try:
+            profile = self._prepare(work)
+            report.phases["profile"] = time.monotonic() - t
+            with netns.entered(self.namespace):
+                self._drive(url, profile, work, report)
+        finally:
+            t = time.monotonic()
+            watchdog.cancel()
+            self.kill()
+            shutil.rmtree(work, ignore_errors=True)
+            report.phases["shutdown"] = report.phases.get("shutdown", 0.0) + time.monotonic() - t
+        return report
+
+    def _prepare(self, work: Path) -> Path:
+        profile = work / "profile"
+        shutil.copytree(self.template, profile, symlinks=True)
+        if self.prefs:
+            with open(profile / "user.js", "a") as f:
+                f.write(user_js(self.prefs))
+        self.account.give(work)
+        return profile
+
+    def _start_driver(self, work: Path) -> int:
+        port, ws_port = netns.free_tcp_port(), netns.free_tcp_port()
+        argv = self.account.setpriv([str(GECKODRIVER), "--port", str(port), "--websocket-port", str(ws_port),
+                                     "--allow-system-access", "--log", "warn"])
+        if self.namespace:
+            argv = netns.command(self.namespace, argv)
+        with open(work / "geckodriver.log", "ab") as log:
+            self._driver_proc = subprocess.Popen(argv, env=self.account.environment(work), stdin=subprocess.DEVNULL,
+                                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not self._killed.is_set():
+            if self._driver_proc.poll() is not None:
+                raise RuntimeError(f"geckodriver exited with status {self._driver_proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return port
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError("geckodriver did not listen within 10 s")
+
+    def _options(self, profile: Path) -> Options:
+        options = Options()
+        options.binary_location = FIREFOX
+        options.add_argument("-headless")
+        options.add_argument("-profile")
+        options.add_argument(str(profile))
+        options.accept_insecure_certs = False  # Selenium's default (True) would hide TLS errors
+        options.enable_bidi = True
+        options.page_load_strategy = "normal"
+        options.timeouts = {"pageLoad": int(self.timeout * 1000), "script": 10_000}
+        return options
+
+    def _drive(self, url: str, profile: Path, work: Path, report: NavigationReport) -> None:
+        t = time.monotonic()
+        try:
+            port = self._start_driver(work)
+            driver = webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=self._options(profile))
+            driver.command_executor.add_command("SET_CONTEXT", "POST", "/session/$sessionId/moz/context")
+            events = BidiEventLog(driver.capabilities["webSocketUrl"])
+            self._in_chrome(driver, _WATCH_ADDRESSES)
+        except Exception as exc:  # no browser, no visit: the harness failed, not the page
+            report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
+            report.phases["browser_start"] = time.monotonic() - t
+            return
+        report.phases["browser_start"] = time.monotonic() - t
+
+        t = time.monotonic()
+        try:
+            driver.get(url)
+        except WebDriverException as exc:
+            report.exception, report.message = type(exc).__name__, _first_line(exc)
+        except Exception as exc:  # the connection to the driver broke: it or the browser died
+            report.driver_failure = f"navigate: {type(exc).__name__}: {_first_line(exc)}"
+        report.phases["navigation"] = time.monotonic() - t
+
+        t = time.monotonic()
+        try:
+            if report.driver_failure is None:
+                seen = driver.execute_script(_NAVIGATION)
+                report.document_uri = seen["uri"]
+                report.page = _page_info(url, seen)
+                report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
+                report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []
+                events.settle()
+        except Exception as exc:
+            report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
+        events.close()
+        report.events = events.snapshot()
+        report.bidi_on_load_ms = _bidi_on_load(report.events)
+        if report.watchdog_fired and report.driver_failure is None:
+            report.driver_failure = "watchdog: the visit overran its time budget"
+        report.phases["collect"] = time.monotonic() - t
+
+    @staticmethod
+    def _in_chrome(driver: webdriver.Remote, script: str):
+        driver.execute("SET_CONTEXT", {"context": "chrome"})
+        try:
+            return driver.execute_script(script)
+        finally:
+            driver.execute("SET_CONTEXT", {"context": "content"})
+
+
+def _first_line(exc: BaseException) -> str:
+    text = getattr(exc, "msg", None) or str(exc)
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def _page_info(url: str, seen: dict) -> PageInfo:
+    timing = seen.get("timing") or {}
+    page = PageInfo(url=url, title=seen.get("title") or "")
+    start = timing.get("startTime", 0)
+    if timing.get("loadEventStart"):
+        page.on_load_ms = round(timing["loadEventStart"] - start, 3)
+    if timing.get("domContentLoadedEventStart"):
+        page.on_content_load_ms = round(timing["domContentLoadedEventStart"] - start, 3)
+    return page
+
+
+def _bidi_on_load(events: list[dict]) -> float | None:
+    """browsingContext.load minus navigationStarted, both from BiDi (integer ms)."""
+    started = next((e["params"]["timestamp"] for e in events if e["method"] == "browsingContext.navigationStarted"), None)
+    loaded = next((e["params"]["timestamp"] for e in events if e["method"] == "browsingContext.load"), None)
+    return float(loaded - started) if started is not None and loaded is not None else None

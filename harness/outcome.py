@@ -1,0 +1,118 @@
+"""Error classes of a visit, decided from structured signals only.
+
+Signals: the Selenium exception *type* of the navigation, the `e=` code of
+Firefox's error page (about:neterror / about:certerror) in the document
+URI, whether the driver or browser failed, whether the DNS arm was healthy
+and proven, and whether the HAR is valid. Exception messages are kept in
+the record but never searched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from urllib.parse import parse_qs, urlsplit
+
+
+class ErrorClass(str, Enum):
+    SUCCESSFUL = "Successful"
+    PAGE_LOAD_TIMEOUT = "Page-load Timeout"
+    DNS_ERROR = "DNS Error"
+    SELENIUM_ERROR = "Selenium Error"
+    OTHER_ERROR = "Other Error"
+    #: our stub, browser, driver or recorder failed: not the protocol's fault; the crawler retries it.
+    INFRASTRUCTURE = "Infrastructure Failure"
+
+
+#: The reference study's grouping (Hounsel et al. 2019): connection failures
+#: counted as DNS errors, an unusable HAR as a class of its own.
+PAPER_2019_INVALID_HAR = "Invalid HAR"
+
+
+@dataclass(frozen=True)
+class ErrorPage:
+    kind: str   # "neterror" or "certerror"
+    code: str   # e.g. dnsNotFound, connectionFailure, nssBadCert
+
+
+def error_page(document_uri: str | None) -> ErrorPage | None:
+    """Parse Firefox's error-page URI (about:neterror?e=CODE&...)."""
+    if not document_uri or not document_uri.startswith("about:"):
+        return None
+    parts = urlsplit(document_uri)
+    kind = parts.path
+    if kind not in ("neterror", "certerror"):
+        return None
+    code = parse_qs(parts.query).get("e", [""])[0]
+    return ErrorPage(kind, code or "unknown")
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What a visit observed, as structured values."""
+
+    exception: str | None          # Selenium exception class name
+    document_uri: str | None
+    on_load_ms: float | None
+    driver_failure: str | None     # "start: ...", "navigate: ...", "watchdog: ..."
+    arm_problem: str | None        # e.g. the stub was not running
+    proof_valid: bool
+    proof_reason: str
+    har_problem: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    error_class: ErrorClass
+    detail: str                    # e.g. dnsNotFound, nssBadCert, TimeoutException, arm-proof
+    page_class: ErrorClass         # what the page alone showed, before harness checks
+    paper_2019: str
+
+    @property
+    def counted(self) -> bool:
+        """False for infrastructure failures: never a result about the protocol."""
+        return self.error_class is not ErrorClass.INFRASTRUCTURE
+
+
+def page_outcome(exception: str | None, document_uri: str | None, on_load_ms: float | None) -> tuple[ErrorClass, str]:
+    """The class the page's own signals give."""
+    page = error_page(document_uri)
+    if page is not None:
+        if page.kind == "neterror" and page.code == "dnsNotFound":
+            return ErrorClass.DNS_ERROR, page.code
+        return ErrorClass.OTHER_ERROR, page.code  # certerror codes are TLS errors (nssBadCert, ...)
+    if exception == "TimeoutException":
+        return ErrorClass.PAGE_LOAD_TIMEOUT, exception
+    if exception == "InsecureCertificateException":
+        return ErrorClass.OTHER_ERROR, "insecureCertificate"
+    if exception is not None:
+        return ErrorClass.SELENIUM_ERROR, exception
+    if on_load_ms is None:
+        return ErrorClass.SELENIUM_ERROR, "noNavigationTiming"
+    return ErrorClass.SUCCESSFUL, ""
+
+
+def classify(signals: Signals) -> Outcome:
+    """Strict class (harness failures apart) and the paper-2019 class of one visit."""
+    page_class, page_detail = page_outcome(signals.exception, signals.document_uri, signals.on_load_ms)
+    if signals.driver_failure:
+        cls, detail = ErrorClass.INFRASTRUCTURE, "browser: " + signals.driver_failure
+    elif signals.arm_problem:
+        cls, detail = ErrorClass.INFRASTRUCTURE, "arm: " + signals.arm_problem
+    elif not signals.proof_valid:
+        cls, detail = ErrorClass.INFRASTRUCTURE, "arm-proof: " + signals.proof_reason
+    elif page_class is ErrorClass.SUCCESSFUL and signals.har_problem:
+        cls, detail = ErrorClass.INFRASTRUCTURE, "har: " + signals.har_problem
+    else:
+        cls, detail = page_class, page_detail
+    return Outcome(cls, detail, page_class, paper_2019_class(cls, detail, page_class, signals.har_problem))
+
+
+def paper_2019_class(cls: ErrorClass, detail: str, page_class: ErrorClass, har_problem: str | None) -> str:
+    """The reference study's class for the same visit."""
+    if page_class is ErrorClass.SUCCESSFUL and har_problem and cls is ErrorClass.INFRASTRUCTURE \
+            and detail.startswith("har: "):
+        return PAPER_2019_INVALID_HAR
+    if cls is ErrorClass.OTHER_ERROR and detail == "connectionFailure":
+        return ErrorClass.DNS_ERROR.value
+    return cls.value
