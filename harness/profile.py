@@ -54,6 +54,7 @@ def line_of(text: str, path: tuple[str | int, ...]) -> int | None:
         table_name, key = ".".join(names[:-1]), names[-1]
     inside = not table_name
     seen = -1
+    table_line = None  # a missing key is reported at its table's header
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)
         if header:
@@ -63,10 +64,12 @@ def line_of(text: str, path: tuple[str | int, ...]) -> int | None:
                 inside = index is None or seen == index
                 if inside and key is None:
                     return number
+                if inside:
+                    table_line = number
             continue
         if inside and key is not None and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
             return number
-    return None
+    return table_line
 
 
 def load_profile(path: Path, model: type[Model]) -> Model:

@@ -15,7 +15,8 @@ APT_PACKAGES=(
   stubby                 # DoT stub for the DoT arm
   nginx                  # lab web servers, HTTP/2
   getdns-utils libgetdns-dev libcurl4-openssl-dev   # the resolution timer
-  iproute2 iptables nftables procps util-linux      # namespaces, NFQUEUE, loss, sysctl, setpriv
+  iproute2 iptables nftables procps util-linux      # namespaces, NFQUEUE, loss, proofs, sysctl, setpriv
+  passwd                 # useradd: the unprivileged browser account
   dnsutils knot-dnsutils curl tcpdump openssl ca-certificates  # checks: dig, kdig, curl
   python3 python3-venv python3-dev gcc make pkg-config
 )
@@ -56,13 +57,24 @@ log "building build/bin/nfqdelay"
 (cd delayer && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/nfqdelay" .)
 
 # --- geckodriver (crates.io, pinned) -----------------------------------------
-if ! build/cargo/bin/geckodriver --version 2>/dev/null | grep -q "geckodriver $GECKODRIVER_VERSION"; then
+# Installed outside the checkout: it runs as the browser account, which may
+# not be able to enter the checkout's directories (e.g. a clone under /root).
+GECKODRIVER_ROOT=/opt/dnsstudy/geckodriver-$GECKODRIVER_VERSION
+if ! "$GECKODRIVER_ROOT/bin/geckodriver" --version 2>/dev/null | grep -q "geckodriver $GECKODRIVER_VERSION"; then
   log "cargo install geckodriver $GECKODRIVER_VERSION (about 2 minutes)"
-  cargo install geckodriver --version "$GECKODRIVER_VERSION" --locked --root "$ROOT/build/cargo" --quiet
+  cargo install geckodriver --version "$GECKODRIVER_VERSION" --locked --root "$GECKODRIVER_ROOT" --quiet
 else
   log "geckodriver $GECKODRIVER_VERSION present"
 fi
-ln -sf ../cargo/bin/geckodriver build/bin/geckodriver
+chmod -R a+rX /opt/dnsstudy
+ln -sfn "$GECKODRIVER_ROOT/bin/geckodriver" build/bin/geckodriver
+
+# --- the browser account: Firefox and geckodriver never run as root ---------
+if ! id -u dnsstudy-browser >/dev/null 2>&1; then
+  log "creating system user dnsstudy-browser"
+  useradd --system --user-group --home-dir /var/lib/dnsstudy-browser --create-home \
+    --shell /usr/sbin/nologin dnsstudy-browser
+fi
 
 # --- Python: a project-local virtual environment with pinned packages -------
 if [ ! -x .venv/bin/python ]; then

@@ -32,7 +32,7 @@ from harness.browser.prefs import user_js
 from harness.browser.template import FIREFOX
 from harness.paths import BUILD_BIN
 
-GECKODRIVER = BUILD_BIN / "geckodriver"
+GECKODRIVER = BUILD_BIN / "geckodriver"  # a symlink into /opt (see scripts/setup.sh)
 
 # Runs in Firefox's parent process (geckodriver --allow-system-access): records
 # the address each HTTP response came from, which BiDi does not report.
@@ -89,6 +89,7 @@ class BrowserSession:
         self.timeout = timeout
         self.margin = margin
         self._driver_proc: subprocess.Popen | None = None
+        self._driver: webdriver.Remote | None = None
         self._killed = threading.Event()
 
     # -- processes ---------------------------------------------------------
@@ -161,6 +162,8 @@ class BrowserSession:
             t = time.monotonic()
             watchdog.cancel()
             self.kill()
+            if self._driver is not None:  # its HTTP pool would hold a socket until garbage collection
+                self._driver.command_executor.close()
             shutil.rmtree(work, ignore_errors=True)
             report.phases["shutdown"] = report.phases.get("shutdown", 0.0) + time.monotonic() - t
         return report
@@ -176,7 +179,7 @@ class BrowserSession:
 
     def _start_driver(self, work: Path) -> int:
         port, ws_port = netns.free_tcp_port(), netns.free_tcp_port()
-        argv = self.account.setpriv([str(GECKODRIVER), "--port", str(port), "--websocket-port", str(ws_port),
+        argv = self.account.setpriv([str(GECKODRIVER.resolve()), "--port", str(port), "--websocket-port", str(ws_port),
                                      "--allow-system-access", "--log", "warn"])
         if self.namespace:
             argv = netns.command(self.namespace, argv)
@@ -210,7 +213,8 @@ class BrowserSession:
         t = time.monotonic()
         try:
             port = self._start_driver(work)
-            driver = webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=self._options(profile))
+            driver = self._driver = webdriver.Remote(command_executor=f"http://127.0.0.1:{port}",
+                                                     options=self._options(profile))
             driver.command_executor.add_command("SET_CONTEXT", "POST", "/session/$sessionId/moz/context")
             events = BidiEventLog(driver.capabilities["webSocketUrl"])
             self._in_chrome(driver, _WATCH_ADDRESSES)

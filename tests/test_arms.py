@@ -1,0 +1,91 @@
+"""DNS arms: configuration, proofs and Firefox preferences (fast, no lab)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.arms import ARMS, ClientSide, Resolver, make_arm
+from harness.arms.evidence import CLIENT_COUNTERS, judge
+from harness.browser.prefs import PrefSet, load_prefs, user_js
+from harness.errors import HarnessError
+from harness.profile import load_profile
+
+RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query")
+CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
+
+
+def zero() -> dict[str, int]:
+    return {k: 0 for k in ("do53_udp", "do53_tcp", "dot", "doh")}
+
+
+def packets(**counts) -> dict[str, int]:
+    return {name: counts.get(name, 0) for name in CLIENT_COUNTERS}
+
+
+def test_every_protocol_has_an_arm():
+    assert set(ARMS) == {"do53", "dot", "doh"}
+    with pytest.raises(HarnessError, match="unknown protocol 'doq'"):
+        make_arm("doq", RESOLVER, CLIENT)
+
+
+def test_proof_accepts_the_arms_own_transport_only():
+    arm = make_arm("dot", RESOLVER, CLIENT)
+    after = dict(zero(), dot=42)
+    proof = judge("dot", arm.transport, zero(), after, packets(dns53_loopback=42, dot_resolver=50, dot_any=50),
+                  arm.client_required, arm.client_forbidden)
+    assert proof.valid and proof.on_arm == 42 and proof.off_arm == 0
+
+
+@pytest.mark.parametrize("after, pk, reason", [
+    (dict(dot=0), dict(dns53_loopback=4, dot_resolver=1), "no dot query"),
+    (dict(dot=40, do53_udp=2), dict(dns53_loopback=4, dot_resolver=5), "2 queries over other transports"),
+    (dict(dot=40), dict(dns53_loopback=4, dot_resolver=5, dns53_other=3), "3 packets counted on dns53_other"),
+    (dict(dot=40), dict(dot_resolver=5), "no packets counted on dns53_loopback"),
+])
+def test_proof_rejects_other_transports_and_missing_evidence(after, pk, reason):
+    arm = make_arm("dot", RESOLVER, CLIENT)
+    proof = judge("dot", "dot", zero(), dict(zero(), **after), packets(**pk), arm.client_required, arm.client_forbidden)
+    assert not proof.valid and reason in proof.reason
+
+
+def test_doh_prefs_force_trr_only_with_a_bootstrap_address():
+    prefs = make_arm("doh", RESOLVER, CLIENT).firefox_prefs()
+    assert prefs["network.trr.mode"] == 3
+    assert prefs["network.trr.uri"] == prefs["network.trr.custom_uri"] == RESOLVER.doh_uri
+    assert prefs["network.trr.bootstrapAddr"] == RESOLVER.address
+    assert make_arm("do53", RESOLVER, CLIENT).firefox_prefs() == {"network.trr.mode": 5}
+
+
+def test_stubby_config_requires_authentication_and_tls_only():
+    text = make_arm("dot", RESOLVER, CLIENT).config()
+    assert "tls_authentication: GETDNS_AUTHENTICATION_REQUIRED" in text
+    assert "dns_transport_list: [GETDNS_TRANSPORT_TLS]" in text
+    assert "  - address_data: 198.18.1.53" in text
+    assert 'tls_auth_name: "near.dns.lab.test"' in text
+
+
+def test_stubby_config_refuses_a_non_address():
+    bad = Resolver("near", "198.18.1.53\nlisten_addresses: [0.0.0.0@53]", "n", "https://n/dns-query")
+    with pytest.raises(ValueError):
+        make_arm("dot", bad, CLIENT).config()
+
+
+def test_every_quiet_pref_has_a_reason_and_renders():
+    prefs = load_prefs()
+    assert len(prefs.pref) > 30
+    assert all(p.reason.strip() for p in prefs.pref)
+    text = user_js(prefs.as_dict())
+    assert 'user_pref("network.dns.disablePrefetch", true);' in text
+    assert 'user_pref("security.OCSP.enabled", 0);' in text
+
+
+def test_pref_file_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[[pref]]\nname = "a.b"\nvalue = true\nreason = "x"\n\n[[pref]]\nname = "c"\nvalue = 1\n')
+    with pytest.raises(HarnessError, match=r"bad.toml:6: pref\.1\.reason"):
+        load_profile(path, PrefSet)
+    path.write_text('[[pref]]\nname = "a.b"\nvalue = true\nreason = "x"\ncolour = "red"\n')
+    with pytest.raises(HarnessError, match=r"bad.toml:5: pref\.0\.colour"):
+        load_profile(path, PrefSet)

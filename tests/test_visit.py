@@ -1,0 +1,196 @@
+"""Visits in the lab, all real: Firefox, geckodriver, Stubby, unbound, nginx, namespaces."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from haralyzer import HarParser
+
+from harness import netns
+from harness.browser.account import BrowserAccount
+from harness.browser.har import read_har
+from harness.lab.lab import OUTSIDE_NAME
+from harness.lab.webcache import ensure_web
+from harness.lab.zones import LAB_ZONE, infrastructure_names
+from harness.visit import Visitor
+
+pytestmark = pytest.mark.lab
+
+PAGE = "https://google.com/"  # a multi-host page of the synthetic web (top site, rank 1)
+QUERY_LINE = re.compile(r"info: \S+ (\S+)\. [A-Z0-9]+ IN$")
+
+
+@pytest.fixture(scope="module")
+def visitor(lab, tmp_path_factory):
+    return Visitor(lab, tmp_path_factory.mktemp("results"), timeout=30.0, margin=10.0)
+
+
+def visit_once(visitor: Visitor, url: str, protocol: str, resolver: str = "near"):
+    arm = visitor.arm(protocol, resolver)
+    try:
+        arm.start()
+        return visitor.visit(url, arm)
+    finally:
+        arm.stop()
+
+
+def browser_processes(visitor: Visitor) -> list[int]:
+    uid = visitor.account.uid
+    return [pid for pid in netns.pids_in(visitor.client.namespace)
+            if os.path.exists(f"/proc/{pid}") and os.stat(f"/proc/{pid}").st_uid == uid
+            and open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"]
+
+
+@pytest.mark.parametrize("protocol", ["do53", "dot", "doh"])
+def test_each_arm_loads_a_multi_host_page_and_proves_its_transport(visitor, protocol):
+    result = visit_once(visitor, PAGE, protocol)
+    assert result.error_class == "Successful", result.to_dict()
+    assert result.counted and result.proof["valid"], result.proof
+    assert result.proof["on_arm"] > 10 and result.proof["off_arm"] == 0
+    others = {"do53", "dot", "doh"} - {protocol}
+    assert all(result.proof["resolver_queries"][t] == 0 for t in others)
+
+    har = read_har(Path(result.har_path))
+    page = HarParser(har).pages[0]
+    assert page.page_load_time == result.on_load_ms > 0
+    hosts = {e["request"]["url"].split("/")[2] for e in har["log"]["entries"]}
+    assert len(hosts) >= 5, hosts
+    assert all(e["serverIPAddress"].startswith("198.18.") for e in har["log"]["entries"])
+    assert all(e["response"]["httpVersion"] == "HTTP/2" for e in har["log"]["entries"])
+    assert not any(e["request"]["url"].startswith("data:") for e in har["log"]["entries"])
+    assert result.bidi_on_load_ms is not None and result.on_load_agrees is not None
+
+
+@pytest.mark.parametrize("protocol", ["do53", "dot", "doh"])
+def test_nxdomain_is_a_dns_error_under_every_arm(visitor, protocol):
+    result = visit_once(visitor, f"https://{OUTSIDE_NAME}/", protocol)
+    assert (result.error_class, result.detail) == ("DNS Error", "dnsNotFound"), result.to_dict()
+    assert result.proof["valid"] and result.counted  # the failing query itself went over the arm
+    assert result.signal["document_uri"].startswith("about:neterror?e=dnsNotFound")
+
+
+def test_connection_refused_is_other_error_and_paper_2019_calls_it_dns(visitor):
+    result = visit_once(visitor, f"https://refused.{LAB_ZONE}/", "do53")
+    assert (result.error_class, result.detail) == ("Other Error", "connectionFailure"), result.to_dict()
+    assert result.paper_2019 == "DNS Error"
+
+
+def test_untrusted_certificate_is_other_error_tls(visitor):
+    result = visit_once(visitor, f"https://badcert.{LAB_ZONE}/", "do53")
+    assert result.error_class == "Other Error", result.to_dict()
+    assert result.signal["document_uri"].startswith("about:certerror")
+    assert result.detail == "nssBadCert"
+
+
+def test_server_that_never_answers_is_a_page_load_timeout_within_the_budget(lab, tmp_path):
+    quick = Visitor(lab, tmp_path, timeout=4.0, margin=10.0)
+    start = time.monotonic()
+    result = visit_once(quick, f"https://hang.{LAB_ZONE}/", "do53")
+    took = time.monotonic() - start
+    assert result.error_class == "Page-load Timeout", result.to_dict()
+    assert 4.0 <= took < 4.0 + 10.0, took
+
+
+def test_a_hung_browser_is_killed_by_the_watchdog(lab, tmp_path):
+    """Freeze every browser process mid-visit: the watchdog must end the visit at timeout + margin."""
+    quick = Visitor(lab, tmp_path, timeout=3.0, margin=3.0)
+    stop = threading.Event()
+
+    def freeze() -> None:
+        while not stop.is_set():
+            for pid in browser_processes(quick):
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=freeze, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    try:
+        result = visit_once(quick, f"https://hang.{LAB_ZONE}/", "do53")
+    finally:
+        stop.set()
+        thread.join()
+    took = time.monotonic() - start
+    assert result.error_class == "Infrastructure Failure" and not result.counted, result.to_dict()
+    assert result.signal["watchdog_fired"]
+    assert took < 3.0 + 3.0 + 3.0, took  # timeout + margin + kill and clean-up
+    assert browser_processes(quick) == []
+
+
+def test_stub_killed_before_the_visit_is_an_infrastructure_failure_not_a_dns_error(visitor):
+    arm = visitor.arm("dot", "near", persistent=True)
+    arm.start()
+    try:
+        os.kill(arm.stub.pid, signal.SIGKILL)
+        time.sleep(0.2)
+        result = visitor.visit(PAGE, arm)
+    finally:
+        arm.stop()
+    assert result.error_class == "Infrastructure Failure", result.to_dict()
+    assert not result.counted and not result.proof["valid"]
+    assert result.detail.startswith("arm: ")
+
+
+def test_persistent_stub_keeps_one_tls_connection_across_visits(visitor):
+    """With a persistent stub the second visit opens no new TLS connection to the resolver."""
+    arm = visitor.arm("dot", "near", persistent=True)
+    arm.start()
+    try:
+        first = visitor.visit(PAGE, arm)
+        second = visitor.visit(PAGE, arm)
+    finally:
+        arm.stop()
+    assert first.error_class == second.error_class == "Successful"
+    assert first.arm["stub_persistent"]
+    fresh = visit_once(visitor, PAGE, "dot")
+    # The first visit's stub handshakes (SYN, ClientHello, ...); the second only sends queries,
+    # so it needs fewer packets to the resolver than a visit with a fresh stub.
+    assert second.proof["client_packets"]["dot_resolver"] < fresh.proof["client_packets"]["dot_resolver"]
+
+
+def lab_names(lab) -> set[str]:
+    _, host_domain = ensure_web(lab.config)
+    return set(host_domain) | set(host_domain.values()) | set(infrastructure_names(lab.config))
+
+
+def test_a_lab_visit_queries_no_name_outside_the_lab(lab, visitor):
+    log = Path(lab.run_dir / "logs" / "resolver-near.log")
+    offset = log.stat().st_size
+    result = visit_once(visitor, PAGE, "do53")
+    assert result.error_class == "Successful"
+    time.sleep(0.5)
+    names = set()
+    with open(log) as f:
+        f.seek(offset)
+        for line in f:
+            match = QUERY_LINE.search(line.strip())
+            if match:
+                names.add(match.group(1).lower())
+    assert len(names) > 10
+    assert names - lab_names(lab) == set()
+
+
+def test_fifty_visits_leave_nothing_behind(lab, visitor):
+    fds_before = len(os.listdir("/proc/self/fd"))
+    classes = []
+    for i in range(50):
+        protocol = ("do53", "dot", "doh")[i % 3]
+        classes.append(visit_once(visitor, PAGE, protocol).error_class)
+    assert classes.count("Successful") == 50, classes
+    assert browser_processes(visitor) == []
+    assert [pid for pid in netns.pids_in(visitor.client.namespace)
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "stubby"] == []
+    assert list((lab.run_dir / "visits").iterdir()) == []
+    assert len(os.listdir("/proc/self/fd")) <= fds_before + 2
+    account = BrowserAccount.lookup()
+    leftover = [p for p in Path("/tmp").glob("rust_mozprofile*") if p.owner() == account.name]
+    assert leftover == []
