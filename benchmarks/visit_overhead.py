@@ -1,0 +1,82 @@
+"""Harness overhead per visit: wall time minus onLoad, medians over N lab visits per arm.
+
+No shaping; the resolver is the lab's `near`; every visit has a fresh
+profile, a fresh browser and (DoT) a fresh stub, as in a crawl. Arms are
+interleaved so that machine noise spreads evenly. Prints the median
+overhead per arm and its split into profile preparation, browser start,
+navigation beyond onLoad, HAR assembly (collect + build + write) and
+shutdown, and the arm's own set-up and proof work.
+
+    .venv/bin/python benchmarks/visit_overhead.py [--visits 30] [--url https://google.com/]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--visits", type=int, default=30, help="visits per arm")
+    parser.add_argument("--url", default="https://google.com/")
+    parser.add_argument("--prefix", default="dsbench")
+    parser.add_argument("--subnet", default="198.18.16.0/23")
+    args = parser.parse_args()
+
+    from harness.lab.config import load_lab_config
+    from harness.lab.lab import Lab
+    from harness.visit import Visitor
+
+    lab = Lab(load_lab_config().with_overrides(prefix=args.prefix, subnet=args.subnet))
+    lab.down()
+    lab.up()
+    rows: dict[str, list[dict]] = {"do53": [], "dot": [], "doh": []}
+    failures: dict[str, int] = {k: 0 for k in rows}
+    try:
+        with tempfile.TemporaryDirectory() as results:
+            visitor = Visitor(lab, Path(results))
+            for i in range(args.visits):
+                for protocol in rows:
+                    arm = visitor.arm(protocol, "near")
+                    start = time.perf_counter()
+                    try:
+                        arm.start()
+                        arm_ready = time.perf_counter() - start
+                        result = visitor.visit(args.url, arm)
+                    finally:
+                        arm.stop()
+                    wall = time.perf_counter() - start
+                    if result.error_class != "Successful":
+                        failures[protocol] += 1
+                        continue
+                    p = result.phases
+                    inner = result.wall_s - sum(p.values())  # counters and proof, around the browser
+                    rows[protocol].append({
+                        "overhead": wall - result.on_load_ms / 1000,
+                        "onload": result.on_load_ms / 1000,
+                        "profile": p["profile"], "browser start": p["browser_start"],
+                        "navigation - onLoad": p["navigation"] - result.on_load_ms / 1000,
+                        "HAR assembly": p["collect"] + p["har"], "shutdown": p["shutdown"],
+                        "arm + proof": arm_ready + inner + (wall - arm_ready - result.wall_s),
+                    })
+                print(f"round {i + 1}/{args.visits} done", flush=True)
+    finally:
+        lab.down()
+
+    columns = ["onload", "overhead", "profile", "browser start", "navigation - onLoad", "HAR assembly", "shutdown",
+               "arm + proof"]
+    print(f"\nmedians over {args.visits} visits per arm (seconds); target: overhead <= 2.0 s")
+    print(f"{'arm':6}{'n':>4}" + "".join(f"{c:>21}" for c in columns))
+    for protocol, data in rows.items():
+        meds = [statistics.median(r[c] for r in data) if data else float("nan") for c in columns]
+        print(f"{protocol:6}{len(data):4}" + "".join(f"{m:21.3f}" for m in meds))
+    if any(failures.values()):
+        print(f"unsuccessful visits (excluded): {failures}")
+
+
+if __name__ == "__main__":
+    main()
