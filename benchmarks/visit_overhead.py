@@ -62,6 +62,8 @@ def main() -> None:
                         "navigation - onLoad": p["navigation"] - result.on_load_ms / 1000,
                         "HAR assembly": p["collect"] + p["har"], "shutdown": p["shutdown"],
                         "arm + proof": arm_ready + inner + (wall - arm_ready - result.wall_s),
+                        "bidi - onLoad": (result.bidi_on_load_ms - result.on_load_ms) / 1000,
+                        "agrees": bool(result.on_load_agrees),
                     })
                 print(f"round {i + 1}/{args.visits} done", flush=True)
     finally:
@@ -74,6 +76,12 @@ def main() -> None:
     for protocol, data in rows.items():
         meds = [statistics.median(r[c] for r in data) if data else float("nan") for c in columns]
         print(f"{protocol:6}{len(data):4}" + "".join(f"{m:21.3f}" for m in meds))
+    for protocol, data in rows.items():
+        if data:
+            deltas = [abs(r["bidi - onLoad"]) * 1000 for r in data]
+            print(f"{protocol}: BiDi load vs Navigation Timing onLoad: median |difference| "
+                  f"{statistics.median(deltas):.1f} ms, max {max(deltas):.1f} ms, "
+                  f"{sum(r['agrees'] for r in data)}/{len(data)} within tolerance")
     if any(failures.values()):
         print(f"unsuccessful visits (excluded): {failures}")
 

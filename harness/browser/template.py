@@ -10,6 +10,8 @@ history, session) is deleted, so each visit still starts with an empty cache.
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import shutil
 import subprocess
 import tempfile
@@ -90,9 +92,17 @@ def _warm(profile: Path, work: Path, account: BrowserAccount, namespace: str | N
                             "--screenshot", str(work / "blank.png"), "about:blank"])
     if namespace:
         argv = netns.command(namespace, argv)
+    proc = subprocess.Popen(argv, env=account.environment(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        subprocess.run(argv, env=account.environment(work), capture_output=True, timeout=90, check=False)
+        proc.wait(timeout=90)
     except subprocess.TimeoutExpired as exc:
         raise HarnessError("Firefox did not finish its first start within 90 s while building the profile template") from exc
+    finally:
+        try:  # content processes Firefox left behind
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
     if not (profile / "prefs.js").exists():
         raise HarnessError(f"Firefox did not initialise the profile template in {profile}")
