@@ -18,6 +18,7 @@ APT_PACKAGES=(
   iproute2 iptables nftables procps util-linux      # namespaces, NFQUEUE, loss, proofs, sysctl, setpriv
   passwd                 # useradd: the unprivileged browser account
   dnsutils knot-dnsutils curl tcpdump openssl ca-certificates  # checks: dig, kdig, curl
+  ethtool iperf3         # link emulation: offloads off; TCP throughput in `net check`
   python3 python3-venv python3-dev gcc make pkg-config
 )
 

@@ -1,0 +1,98 @@
+"""`Shaper`: applies a network profile to a lab's link, idempotently, and remembers what it applied."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+
+from harness import netns
+from harness.errors import HarnessError
+from harness.lab.daemons import Daemon, stop_all
+from harness.lab.lab import Lab
+from harness.lab.topology import CLIENT_IF, SERVER_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF
+from harness.shaping.backend import ShaperPlace, ShapingBackend
+from harness.shaping.netem import NetemBackend, netem_available
+from harness.shaping.profile import LinkProfile
+from harness.shaping.userspace import UserspaceBackend
+
+#: backend name -> class. A new backend is one module and one line here.
+BACKENDS: dict[str, type[ShapingBackend]] = {b.name: b for b in (NetemBackend, UserspaceBackend)}
+
+
+def fingerprint(profile: LinkProfile) -> str:
+    return hashlib.sha256(profile.model_dump_json().encode()).hexdigest()[:16]
+
+
+class Shaper:
+    """The lab's shaper namespace and what is applied there (state in <run>/shaping.json)."""
+
+    def __init__(self, lab: Lab, backend: str = "auto"):
+        if backend not in ("auto", *BACKENDS):
+            raise HarnessError(f"unknown shaping backend '{backend}': choose auto, {', '.join(BACKENDS)}")
+        self.lab = lab
+        self.place = ShaperPlace(namespace=lab.config.namespaces["shaper"], uplink_if=SHAPER_SERVER_IF,
+                                 downlink_if=SHAPER_CLIENT_IF, run_dir=lab.run_dir)
+        self.requested = backend
+        self.state_file = lab.run_dir / "shaping.json"
+
+    def choose_backend(self) -> str:
+        """netem where the kernel has it, else the user-space fallback; a forced choice is checked."""
+        has_netem = netem_available(self.place.namespace, self.place.downlink_if)
+        if self.requested == "netem" and not has_netem:
+            raise HarnessError("this kernel has no sch_netem: use --backend userspace (or auto)")
+        if self.requested != "auto":
+            return self.requested
+        return "netem" if has_netem else "userspace"
+
+    def state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def daemons(self) -> list[Daemon]:
+        return [Daemon(**d) for d in (self.state() or {}).get("daemons", [])]
+
+    def problem(self) -> str | None:
+        """Why the applied shaping is broken (a delayer died), or None."""
+        dead = [d.name for d in self.daemons() if not d.alive()]
+        return f"shaping daemon(s) not running: {', '.join(dead)}" if dead else None
+
+    def apply(self, profile: LinkProfile) -> bool:
+        """Apply ``profile``; False if exactly it is already applied and healthy (a no-op)."""
+        if not self.lab.status().healthy:
+            raise HarnessError(f"lab '{self.lab.config.prefix}' is not up and healthy: run 'dnsstudy lab up'")
+        state = self.state()
+        if state and state.get("fingerprint") == fingerprint(profile) and self.problem() is None \
+                and self.requested in ("auto", state.get("backend")):
+            return False
+        backend_name = self.choose_backend()
+        self.clear()
+        _offloads_off(self.lab)
+        backend = BACKENDS[backend_name](self.place)
+        try:
+            daemons = backend.apply(profile)
+        except BaseException:
+            backend.clear()
+            raise
+        self.state_file.write_text(json.dumps({
+            "profile": profile.name, "fingerprint": fingerprint(profile), "backend": backend_name,
+            "settings": profile.model_dump(), "daemons": [d.to_dict() for d in daemons]}, indent=1))
+        return True
+
+    def clear(self) -> None:
+        """Remove any shaping, whichever backend installed it."""
+        stop_all(self.daemons(), grace=0.5)
+        for cls in BACKENDS.values():
+            cls(self.place).clear()
+        self.state_file.unlink(missing_ok=True)
+
+
+def _offloads_off(lab: Lab) -> None:
+    """Segmentation offloads would let tbf and loss act on 64 KB super-packets instead of real ones."""
+    ns = lab.config.namespaces
+    for namespace, ifname in ((ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF),
+                              (ns["shaper"], SHAPER_SERVER_IF), (ns["server"], SERVER_IF)):
+        subprocess.run(netns.command(namespace, ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]),
+                       capture_output=True, timeout=10)
