@@ -255,6 +255,103 @@ def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, 
     sys.exit(0 if result.error_class == "Successful" else 1)
 
 
+@main.group()
+def net() -> None:
+    """Emulated links: apply a network profile to the lab, check what the link really does."""
+
+
+def _shaper(profile: str, prefix: str | None, subnet: str | None, backend: str):
+    from harness.lab.lab import Lab
+    from harness.shaping.shaper import Shaper
+
+    return Shaper(Lab(_config(profile, prefix, subnet)), backend=backend)
+
+
+backend_option = click.option("--backend", default="auto", show_default=True,
+                              type=click.Choice(["auto", "netem", "userspace"]),
+                              help="netem where the kernel has it (auto), or force one.")
+
+
+@net.command("apply")
+@click.argument("network")
+@backend_option
+@lab_options
+@one_line_errors
+def net_apply(network: str, backend: str, profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Apply NETWORK (a name in profiles/network/ or a .toml path) to the lab's link; a no-op if already applied."""
+    from harness.shaping.profile import load_link_profile
+
+    shaper = _shaper(profile, prefix, subnet, backend)
+    start = time.monotonic()
+    changed = shaper.apply(load_link_profile(network))
+    state = shaper.state() or {}
+    console.print(f"{network}: {'applied' if changed else 'already applied'} with the {state.get('backend')} backend "
+                  f"in {time.monotonic() - start:.2f} s")
+
+
+@net.command("clear")
+@lab_options
+@one_line_errors
+def net_clear(profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Remove all shaping from the lab's link."""
+    _shaper(profile, prefix, subnet, "auto").clear()
+    console.print("shaping removed")
+
+
+@net.command("check")
+@click.argument("network")
+@backend_option
+@click.option("--probes", default=300, show_default=True, type=int, help="UDP probes (at least 200).")
+@click.option("--seconds", default=5.0, show_default=True, type=float, help="iperf3 time per direction.")
+@click.option("--congestion-control", "congestion", help="Pin TCP congestion control in client and server (e.g. bbr, cubic).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@lab_options
+@one_line_errors
+def net_check(network: str, backend: str, probes: int, seconds: float, congestion: str | None, as_json: bool,
+              profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Apply NETWORK, then measure RTT, loss per direction and TCP throughput per direction against its targets.
+
+    Exit status 1 if the link is down or a measurement misses its target.
+    """
+    from harness.shaping.check import check_link, set_congestion_control
+    from harness.shaping.profile import load_link_profile
+
+    shaper = _shaper(profile, prefix, subnet, backend)
+    link = load_link_profile(network)
+    shaper.apply(link)
+    if congestion:
+        set_congestion_control(shaper.lab, congestion)
+    result = check_link(shaper.lab, link, (shaper.state() or {}).get("backend"), probes=probes, seconds=seconds)
+    if result.problem is None and shaper.problem():
+        result.problem = shaper.problem()
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+    else:
+        t = result.targets
+        table = Table(title=f"link check: {network} ({result.backend} backend, {result.probes} probes)")
+        for col in ("measure", "measured", "target", "ok"):
+            table.add_column(col)
+        fmt = lambda v, unit="": "-" if v is None else f"{v:g}{unit}"  # noqa: E731
+        rows = [("RTT mean", fmt(result.rtt_mean_ms, " ms"), fmt(t["rtt_mean_ms"], " ms"), result.verdicts["rtt_within_2ms"]),
+                ("RTT SD", fmt(result.rtt_sd_ms, " ms"), "", None),
+                ("uplink loss", f"{result.uplink_loss_percent:g} % ({result.uplink_lost})", fmt(t["uplink_loss_percent"], " %"),
+                 result.verdicts["uplink_loss_in_95ci"]),
+                ("downlink loss", f"{result.downlink_loss_percent:g} % ({result.downlink_lost})",
+                 fmt(t["downlink_loss_percent"], " %"), result.verdicts["downlink_loss_in_95ci"]),
+                ("uplink TCP", fmt(result.uplink_mbit, " Mbit/s"), fmt(t["uplink_mbit"], " Mbit/s"),
+                 result.verdicts["uplink_rate_within_5pct"]),
+                ("downlink TCP", fmt(result.downlink_mbit, " Mbit/s"), fmt(t["downlink_mbit"], " Mbit/s"),
+                 result.verdicts["downlink_rate_within_5pct"])]
+        for name, measured, target, ok in rows:
+            table.add_row(name, measured, target, "" if ok is None else ("yes" if ok else "NO"))
+        console.print(table)
+        console.print(f"congestion control: client {result.congestion_control['client']}, "
+                      f"server {result.congestion_control['server']}")
+        if result.problem:
+            err_console.print(f"problem: {result.problem}")
+    sys.exit(1 if result.problem or any(v is False for v in result.verdicts.values()) else 0)
+
+
 @main.command("demo")
 @lab_options
 @one_line_errors

@@ -32,7 +32,7 @@ def tbf_replace(namespace: str, ifname: str, rate_mbit: float | None) -> None:
         index = ipr.link_lookup(ifname=ifname)[0]
         if rate_mbit is None:
             try:
-                ipr.tc("del", index=index, handle=0x10000)
+                ipr.tc("del", index=index, root=True)
             except NetlinkError:
                 pass  # nothing there
             return

@@ -1,0 +1,91 @@
+"""Link emulation in the lab, all real: tbf, nftables loss, the NFQUEUE delayer, iperf3, UDP probes.
+
+Bounds are loose enough that no machine noise breaks them, tight enough to
+catch a missing delay, loss or rate. Accuracy figures come from the benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from harness import netns
+from harness.shaping.check import check_link
+from harness.shaping.profile import load_link_profile
+from harness.shaping.shaper import Shaper
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture
+def shaper(lab):
+    s = Shaper(lab)
+    yield s
+    s.clear()
+
+
+def qdiscs(lab) -> str:
+    return subprocess.run(netns.command(lab.config.namespaces["shaper"], ["tc", "qdisc", "show"]),
+                          capture_output=True, text=True).stdout
+
+
+def test_fallback_is_chosen_here_and_netem_refused_with_a_message(shaper):
+    from harness.errors import HarnessError
+    from harness.shaping.netem import netem_available
+
+    if not netem_available(shaper.place.namespace, shaper.place.downlink_if):
+        assert shaper.choose_backend() == "userspace"
+        with pytest.raises(HarnessError, match="no sch_netem"):
+            Shaper(shaper.lab, backend="netem").choose_backend()
+    else:
+        assert shaper.choose_backend() == "netem"
+
+
+def test_4g_adds_its_delay_and_rates_and_applying_twice_is_a_no_op(lab, shaper):
+    link = load_link_profile("4g")
+    assert shaper.apply(link) is True
+    assert shaper.apply(link) is False
+    check = check_link(lab, link, "userspace", probes=200, seconds=2)
+    assert check.problem is None
+    assert 45 < check.rtt_mean_ms < 70, check
+    assert 3 < check.uplink_mbit < 9, check
+    assert 12 < check.downlink_mbit < 25, check
+    assert check.congestion_control["client"] and check.congestion_control["server"]
+
+
+def test_loss_hits_the_direction_the_profile_names(lab, shaper, tmp_path):
+    path = tmp_path / "lossy-up.toml"
+    path.write_text('description = "20 % uplink loss"\nsource = "test"\n[uplink]\nloss_percent = 20\n')
+    link = load_link_profile(str(path))
+    shaper.apply(link)
+    check = check_link(lab, link, "userspace", probes=300, seconds=1)
+    assert 8 < check.uplink_loss_percent < 35, check
+    assert check.downlink_loss_percent < 3, check
+    assert check.rtt_mean_ms < 10
+
+
+def test_a_dead_delayer_stops_the_link_and_the_check_says_so(lab, shaper):
+    shaper.apply(load_link_profile("4g"))
+    uplink = next(d for d in shaper.daemons() if d.name == "shaper-uplink")
+    os.kill(uplink.pid, signal.SIGKILL)
+    assert "shaper-uplink" in shaper.problem()
+    check = check_link(lab, load_link_profile("4g"), "userspace", probes=200, seconds=1)
+    assert check.problem is not None and check.rtt_mean_ms is None
+    assert shaper.apply(load_link_profile("4g")) is True  # a broken profile is re-applied, not skipped
+    assert shaper.problem() is None
+
+
+def test_switching_and_clearing_leave_no_shaping_behind(lab, shaper):
+    shaper.apply(load_link_profile("3g"))
+    shaper.apply(load_link_profile("4g-lossy-symmetric"))
+    assert "rate 7440Kbit" in qdiscs(lab) and "rate 22100Kbit" in qdiscs(lab)
+    assert len(shaper.daemons()) == 2  # symmetric: a delayer per direction
+    pids = [d.pid for d in shaper.daemons()]
+    shaper.clear()
+    assert "tbf" not in qdiscs(lab)
+    assert not any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split(") ")[1][0] != "Z" for p in pids)
+    check = check_link(lab, load_link_profile("wired"), None, probes=200, seconds=1)
+    assert check.rtt_mean_ms < 5 and check.uplink_lost == 0
