@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 TABLE = "dnsstudy_proof"
 TRANSPORTS = ("do53", "dot", "doh")
 CLIENT_COUNTERS = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_resolver", "dot_other", "dot_any",
-                   "https_resolver")
+                   "https_resolver", "dot_connections", "https_connections")
 
 
 def resolver_counters(control_config: Path) -> dict[str, int]:
@@ -63,6 +63,8 @@ table inet {TABLE} {{
     ip daddr {resolver} meta l4proto {{ tcp, udp }} th dport 853 counter name dot_resolver
     ip daddr != {resolver} meta l4proto {{ tcp, udp }} th dport 853 counter name dot_other
     ip daddr {resolver} tcp dport 443 counter name https_resolver
+    ip daddr {resolver} tcp dport 853 tcp flags & (syn | ack) == syn counter name dot_connections
+    ip daddr {resolver} tcp dport 443 tcp flags & (syn | ack) == syn counter name https_connections
   }}
 }}
 """
