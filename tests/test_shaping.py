@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -71,7 +72,10 @@ def test_a_dead_delayer_stops_the_link_and_the_check_says_so(lab, shaper):
     shaper.apply(load_link_profile("4g"))
     uplink = next(d for d in shaper.daemons() if d.name == "shaper-uplink")
     os.kill(uplink.pid, signal.SIGKILL)
-    assert "shaper-uplink" in shaper.problem()
+    deadline = time.monotonic() + 3  # SIGKILL is delivered asynchronously
+    while shaper.problem() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "shaper-uplink" in (shaper.problem() or "")
     check = check_link(lab, load_link_profile("4g"), "userspace", probes=200, seconds=1)
     assert check.problem is not None and check.rtt_mean_ms is None
     assert shaper.apply(load_link_profile("4g")) is True  # a broken profile is re-applied, not skipped
