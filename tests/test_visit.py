@@ -131,7 +131,9 @@ def test_stub_killed_before_the_visit_is_an_infrastructure_failure_not_a_dns_err
     arm.start()
     try:
         os.kill(arm.stub.pid, signal.SIGKILL)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 3  # SIGKILL is delivered asynchronously
+        while arm.stub.alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
         result = visitor.visit(PAGE, arm)
     finally:
         arm.stop()
