@@ -18,7 +18,7 @@ from harness import __version__
 from harness.arms import DnsArm, make_arm
 from harness.arms.evidence import ArmProof, client_counters, judge, reset_client_counters, resolver_counters
 from harness.browser.account import BrowserAccount
-from harness.browser.har import build_har, check_har, write_har
+from harness.browser.har import PageInfo, build_har, check_har, write_har
 from harness.browser.prefs import load_prefs
 from harness.browser.session import GECKODRIVER, BrowserSession, NavigationReport
 from harness.browser.template import ensure_template, firefox_version
@@ -98,6 +98,15 @@ class Visitor:
     def arm(self, protocol: str, resolver: str, persistent: bool = False) -> DnsArm:
         return make_arm(protocol, self.lab.resolver(resolver), self.client, persistent=persistent)
 
+    def visit_once(self, url: str, protocol: str, resolver: str) -> VisitResult:
+        """Start a fresh arm, visit once, stop the arm."""
+        arm = self.arm(protocol, resolver)
+        try:
+            arm.start()
+            return self.visit(url, arm)
+        finally:
+            arm.stop()
+
     def visit(self, url: str, arm: DnsArm) -> VisitResult:
         """One visit through an arm the caller has started; ends the arm's visit state."""
         t0 = time.monotonic()
@@ -130,7 +139,7 @@ class Visitor:
             report.page.on_load_ms = report.page.on_content_load_ms = None  # an error page's own load
         har = har_path = har_problem = None
         if report.events or report.page:
-            har = build_har(report.events, report.page or _empty_page(url), self.versions["firefox"], __version__)
+            har = build_har(report.events, report.page or PageInfo(url=url), self.versions["firefox"], __version__)
             har_problem = check_har(har)
             if har_problem is None or page_loaded:
                 har_path = self.results_dir / "hars" / f"{visit_id}.har.gz"
@@ -164,18 +173,7 @@ class Visitor:
         return result
 
 
-def _empty_page(url: str):
-    from harness.browser.har import PageInfo
-    return PageInfo(url=url)
-
-
 def run_visit(lab: Lab, url: str, protocol: str, resolver: str, results_dir: Path, timeout: float = 30.0,
               margin: float = 10.0, network: str = "wired") -> VisitResult:
-    """Start the arm, visit once, stop the arm."""
-    visitor = Visitor(lab, results_dir, timeout=timeout, margin=margin, network=network)
-    arm = visitor.arm(protocol, resolver)
-    try:
-        arm.start()
-        return visitor.visit(url, arm)
-    finally:
-        arm.stop()
+    """One visit through a new Visitor (what `dnsstudy visit` does)."""
+    return Visitor(lab, results_dir, timeout=timeout, margin=margin, network=network).visit_once(url, protocol, resolver)

@@ -32,12 +32,7 @@ def visitor(lab, tmp_path_factory):
 
 
 def visit_once(visitor: Visitor, url: str, protocol: str, resolver: str = "near"):
-    arm = visitor.arm(protocol, resolver)
-    try:
-        arm.start()
-        return visitor.visit(url, arm)
-    finally:
-        arm.stop()
+    return visitor.visit_once(url, protocol, resolver)
 
 
 def browser_processes(visitor: Visitor) -> list[int]:

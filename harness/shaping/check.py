@@ -134,13 +134,14 @@ def probe_rtt(lab: Lab, probes: int, interval: float, wait: float) -> tuple[list
                         deadline = now + wait
                 if deadline is not None and now >= deadline:
                     break
-                timeout = max(0.0, min(next_send if seq < probes else deadline, deadline or next_send) - now)
+                wake = next_send if seq < probes else deadline  # next probe due, or the end
+                timeout = max(0.0, wake - now)
                 if select.select([s], [], [], timeout)[0]:
                     data = s.recv(64)
                     got, _ = PROBE.unpack(data[:PROBE.size])
                     if got in sent_at:
                         rtts.append((time.monotonic() - sent_at.pop(got)) * 1000)
-    _, status = os.waitpid(pid, 0)
+    os.waitpid(pid, 0)
     seen = json.loads(os.read(report, 4096) or b'{"seen": 0}')["seen"]
     os.close(report)
     return rtts, seen, probes
