@@ -32,7 +32,8 @@ fi
 # --- Debian packages --------------------------------------------------------
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+  [ "$status" = "install ok installed" ] || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   log "apt-get install ${missing[*]}"
@@ -61,9 +62,15 @@ log "building build/bin/nfqdelay"
 # Installed outside the checkout: it runs as the browser account, which may
 # not be able to enter the checkout's directories (e.g. a clone under /root).
 GECKODRIVER_ROOT=/opt/dnsstudy/geckodriver-$GECKODRIVER_VERSION
-if ! "$GECKODRIVER_ROOT/bin/geckodriver" --version 2>/dev/null | grep -q "geckodriver $GECKODRIVER_VERSION"; then
+# The version is read into a variable first: `geckodriver --version | grep -q`
+# under pipefail fails at random when grep exits before geckodriver has
+# written its last line (SIGPIPE).
+installed="$("$GECKODRIVER_ROOT/bin/geckodriver" --version 2>/dev/null || true)"
+if [[ "$installed" != "geckodriver $GECKODRIVER_VERSION"* ]]; then
   log "cargo install geckodriver $GECKODRIVER_VERSION (about 2 minutes)"
-  cargo install geckodriver --version "$GECKODRIVER_VERSION" --locked --root "$GECKODRIVER_ROOT" --quiet
+  # --force: a binary left by an interrupted install is replaced, not an error.
+  cargo install geckodriver --version "$GECKODRIVER_VERSION" --locked --force \
+    --root "$GECKODRIVER_ROOT" --quiet
 else
   log "geckodriver $GECKODRIVER_VERSION present"
 fi
