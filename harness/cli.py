@@ -100,9 +100,11 @@ def _print_status(status) -> None:
             table.add_row(d["name"], d["namespace"], str(d["pid"]),
                           "[green]running[/]" if d["alive"] else "[red]DEAD[/]", compact_addresses(d["addresses"]))
         console.print(table)
-    table = Table("resolver", "kind", "Do53 (UDP, TCP)", "DoT, authenticated as", "DoH (HTTP/2, GET and POST)")
+    table = Table("resolver", "kind", "Do53 (UDP, TCP)", "DoT, authenticated as", "DoH (HTTP/2, GET and POST)",
+                  "DoQ, DoH3")
     for r in status.resolvers:
-        table.add_row(r["name"], r["kind"], r["do53"], f"{r['dot']} {r['tls_name']}", r["doh"])
+        table.add_row(r["name"], r["kind"], r["do53"], f"{r['dot']} {r['tls_name']}", r["doh"],
+                      f"{r['doq']} {r['doh3']}")
     console.print(table)
     for r in status.resolvers:
         console.print(f"  {r['name']}: {r['description']}")
@@ -226,8 +228,8 @@ def web(profile: str, prefix: str | None, subnet: str | None) -> None:
 @click.option("--protocol", required=True, type=click.Choice(["do53", "dot", "doh"]),
               help="DNS arm: Do53 (system resolver), DoT (Stubby), DoH (Firefox TRR).")
 @click.option("--resolver", default="near", show_default=True, help="Resolver name (a lab resolver).")
-@click.option("--network", default="wired", show_default=True, type=click.Choice(["wired"]),
-              help="Network profile; shaped profiles arrive with link emulation.")
+@click.option("--network", default="wired", show_default=True,
+              help="Network profile (profiles/network/NAME.toml or a path), applied to the lab's link first.")
 @click.option("--timeout", default=30.0, show_default=True, type=float,
               help="Page-load timeout in seconds (the reference study used 30).")
 @click.option("--margin", default=10.0, show_default=True, type=float,
@@ -246,6 +248,7 @@ def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, 
     from harness.visit import run_visit
 
     the_lab = Lab(_config(profile, prefix, subnet))
+    _apply_network(the_lab, network)
     results = Path(results_dir)
     result = run_visit(the_lab, url, protocol, resolver, results, timeout=timeout, margin=margin, network=network)
     record = json.dumps(result.to_dict())
@@ -253,6 +256,109 @@ def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, 
         f.write(record + "\n")
     click.echo(json.dumps(result.to_dict(), indent=1))
     sys.exit(0 if result.error_class == "Successful" else 1)
+
+
+def _apply_network(the_lab, network: str) -> None:
+    """Shape the lab's link as ``network`` says (a no-op if it already is)."""
+    from harness.shaping.profile import load_link_profile
+    from harness.shaping.shaper import Shaper
+
+    Shaper(the_lab).apply(load_link_profile(network))
+
+
+def _lab_resolvers(the_lab, names: tuple[str, ...]):
+    if not the_lab.status().up:
+        raise HarnessError(f"lab {the_lab.config.prefix} is not up: run 'dnsstudy lab up'")
+    return [the_lab.resolver(n) for n in names]
+
+
+@main.command("timer")
+@click.argument("hars", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--resolver", "resolvers", multiple=True, default=("near",), show_default=True,
+              help="Lab resolver (repeat for several).")
+@click.option("--protocol", "protocols", multiple=True, default=("do53", "dot", "doh", "doq", "doh3"),
+              show_default=True, type=click.Choice(["do53", "dot", "doh", "doq", "doh3"]),
+              help="Protocol (repeat for several).")
+@click.option("--network", default="wired", show_default=True, help="Network profile the visits had.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random query order.")
+@click.option("--timeout-ms", default=5000, show_default=True, type=click.IntRange(min=1))
+@click.option("--idle-timeout-ms", default=10000, show_default=True, type=click.IntRange(min=0),
+              help="Keep idle connections this long for reuse (Stubby's default).")
+@click.option("--concurrency", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--interval-ms", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Pacing: at least this long between two queries.")
+@click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="Records are appended to timings.jsonl here.")
+@lab_options
+@one_line_errors
+def timer(hars: tuple[Path, ...], resolvers: tuple[str, ...], protocols: tuple[str, ...], network: str, seed: int,
+          timeout_ms: int, idle_timeout_ms: int, concurrency: int, interval_ms: float, results_dir: str,
+          profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Time every hostname in HARS (files or directories) per resolver and protocol, in random order."""
+    from harness.lab.lab import Lab
+    from harness.timer import TimerSettings, hostnames_from_hars, shuffled, time_names
+
+    the_lab = Lab(_config(profile, prefix, subnet))
+    targets = _lab_resolvers(the_lab, resolvers)
+    names = hostnames_from_hars(hars)
+    if not names:
+        raise HarnessError("the HARs name no hostname to time")
+    _apply_network(the_lab, network)
+    settings = TimerSettings(timeout_ms=timeout_ms, idle_timeout_ms=idle_timeout_ms, concurrency=concurrency,
+                             interval_ms=interval_ms)
+    pairs = shuffled([f"{r.name}/{p}" for r in targets for p in protocols], seed, "pairs")
+    results = Path(results_dir)
+    results.mkdir(parents=True, exist_ok=True)
+    table = Table("resolver", "protocol", "queries", "ok", "median ms", "new connections", "errors")
+    for pair in pairs:
+        resolver_name, protocol = pair.split("/")
+        resolver = next(r for r in targets if r.name == resolver_name)
+        timings = time_names(the_lab.client_side(), protocol, resolver, shuffled(names, seed, pair), settings)
+        with open(results / "timings.jsonl", "a") as f:
+            f.writelines(json.dumps({**t.to_dict(), "network": network}) + "\n" for t in timings)
+        ok = [t.ms for t in timings if t.ok]
+        table.add_row(resolver_name, protocol, str(len(timings)), str(len(ok)),
+                      f"{statistics.median(ok):.2f}" if ok else "-", str(sum(t.new_connection for t in timings)),
+                      str(len(timings) - len(ok)))
+    console.print(table)
+    console.print(f"{len(names)} hostnames; records appended to {results / 'timings.jsonl'}")
+
+
+@main.command("bench")
+@click.argument("which", type=click.Choice(["loss", "repeat", "handshake", "all"]))
+@click.option("--bench-profile", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Benchmark settings (default profiles/bench/default.toml).")
+@click.option("--resolver", "resolvers", multiple=True, default=("near",), show_default=True,
+              help="Lab resolver (repeat for several; loss and handshake use the first).")
+@click.option("--results", "results_dir", default="results/bench", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Raw records and tables go here.")
+@lab_options
+@one_line_errors
+def bench(which: str, bench_profile: Path | None, resolvers: tuple[str, ...], results_dir: Path,
+          profile: str, prefix: str | None, subnet: str | None) -> None:
+    """The reference resolver benchmarks: loss sweep, repeat (mean, RSD), handshake (ratio to RTT)."""
+    from harness import bench as benchmarks
+    from harness.lab.lab import Lab
+
+    settings = benchmarks.load_bench_profile(bench_profile or benchmarks.DEFAULT_PROFILE)
+    the_lab = Lab(_config(profile, prefix, subnet))
+    targets = _lab_resolvers(the_lab, resolvers)
+    runs = []
+    if which in ("loss", "all"):
+        runs.append(benchmarks.loss_sweep(the_lab, targets[0], the_lab.web_hostnames(), settings.loss_sweep))
+    if which in ("repeat", "all"):
+        runs.append(benchmarks.repeat(the_lab, targets, settings.repeat))
+    if which in ("handshake", "all"):
+        runs.append(benchmarks.handshake(the_lab, targets[0], settings.handshake))
+    for run in runs:
+        table = Table(*[k for k in run.rows[0] if k != "ratio_cdf"], title=run.name)
+        for row in run.rows:
+            table.add_row(*["-" if v is None else str(v) for k, v in row.items() if k != "ratio_cdf"])
+        console.print(table)
+        for note in run.notes:
+            console.print(f"  {note}")
+        raw, summary = run.save(results_dir)
+        console.print(f"  raw records: {raw}; table: {summary}")
 
 
 @main.group()

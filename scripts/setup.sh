@@ -14,7 +14,7 @@ APT_PACKAGES=(
   unbound                # lab resolvers: Do53, DoT, DoH (built with libnghttp2)
   stubby                 # DoT stub for the DoT arm
   nginx                  # lab web servers, HTTP/2
-  getdns-utils libgetdns-dev libcurl4-openssl-dev   # the resolution timer
+  getdns-utils libgetdns-dev libcurl4-openssl-dev libssl-dev   # the resolution timer (timer/)
   iproute2 iptables nftables procps util-linux      # namespaces, NFQUEUE, loss, proofs, sysctl, setpriv
   passwd                 # useradd: the unprivileged browser account
   dnsutils knot-dnsutils curl tcpdump openssl ca-certificates  # checks: dig, kdig, curl
@@ -57,6 +57,15 @@ mkdir -p build/bin
 # --- the NFQUEUE delayer (Go, modules pinned by delayer/go.sum) -------------
 log "building build/bin/nfqdelay"
 (cd delayer && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/nfqdelay" .)
+
+# --- the resolution timers: C (getdns, libcurl) and Go (quic-go) ------------
+log "building build/bin/dnstimer"
+make -s -C timer OUT="$ROOT/build/bin"
+# quictimer (DoQ, DoH3) and the lab's DoQ/DoH3 front, AdGuard dnsproxy, both
+# pinned by timer/quic/go.sum (dnsproxy is a `tool` of that module).
+log "building build/bin/quictimer and build/bin/dnsproxy"
+(cd timer/quic && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/quictimer" . \
+  && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/dnsproxy" github.com/AdguardTeam/dnsproxy)
 
 # --- geckodriver (crates.io, pinned) -----------------------------------------
 # Installed outside the checkout: it runs as the browser account, which may

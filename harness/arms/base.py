@@ -24,6 +24,8 @@ class Resolver:
     tls_name: str        # name its certificate carries (DoT authentication, DoH host)
     doh_uri: str
     control_config: Path | None = None  # a lab resolver's unbound config: its statistics prove transports
+    doq_port: int | None = None         # DNS over QUIC (RFC 9250) on `address`, if served
+    doh3_uri: str | None = None         # DNS over HTTP/3, if served
 
 
 @dataclass(frozen=True)

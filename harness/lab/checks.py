@@ -11,6 +11,7 @@ import base64
 import json
 import socket
 import ssl
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -77,6 +78,21 @@ def https(url: str, ca: str) -> tuple[bool, str]:
     return resp.status_code == 200 and resp.http_version == "HTTP/2", f"{resp.http_version} {resp.status_code} {len(resp.content)} B"
 
 
+def quic(protocol: str, address: str, endpoint: str, tls_name: str, ca: str, name: str) -> tuple[bool, str]:
+    """DoQ or DoH3 through the project's quictimer (dnspython's QUIC needs aioquic, which we do not ship)."""
+    from harness.timer import BIN
+
+    argv = [str(BIN / "quictimer"), "--protocol", protocol, "--server", address, "--tls-name", tls_name,
+            "--ca-file", ca, "--timeout-ms", "2000"]
+    argv += ["--port", endpoint.rsplit(":", 1)[1]] if protocol == "doq" else ["--url", endpoint]
+    proc = subprocess.run(argv, input=f"{name}\n", capture_output=True, text=True, timeout=10)
+    if proc.returncode != 0:
+        return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
+    record = json.loads(proc.stdout)
+    ok = record["status"] == "ok" and record["rcode"] == 0 and (record["answers"] or 0) > 0
+    return ok, f"{record['status']} rcode {record['rcode']} {record['answers']} answer(s) {record['error'] or ''}".strip()
+
+
 def system_resolver(name: str, expected: str | None) -> tuple[bool, str]:
     try:
         addrs = sorted({ai[4][0] for ai in socket.getaddrinfo(name, 443, socket.AF_INET)})
@@ -115,6 +131,8 @@ def run_checks(spec: dict) -> list[CheckResult]:
             _run(f"{n} dot", lambda: dot(addr, tls, ca, probe, probe_addr), deadline),
             _run(f"{n} doh-post", lambda: doh(url, ca, probe, probe_addr, True), deadline),
             _run(f"{n} doh-get", lambda: doh(url, ca, probe, probe_addr, False), deadline),
+            _run(f"{n} doq", lambda: quic("doq", addr, r["doq"], tls, ca, probe), deadline),
+            _run(f"{n} doh3", lambda: quic("doh3", addr, r["doh3"], tls, ca, probe), deadline),
             _run(f"{n} nxdomain-outside", lambda: do53(addr, outside, None, False), deadline),
         ]
     results.append(_run("system-resolver", lambda: system_resolver(probe, probe_addr), deadline))

@@ -27,12 +27,14 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig, RecursiveResolver
 from harness.lab.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.lab.nginx import nginx_config
-from harness.lab.unbound import OPENSSL_CONF, authoritative_config, resolver_config
+from harness.lab.unbound import (DOH3_PORT, DOQ_PORT, OPENSSL_CONF, authoritative_config,
+                                 resolver_config)
 from harness.lab.webcache import ensure_web
 from harness.lab.zones import LAB_ZONE, build_zones, infrastructure_names, resolver_tls_name, root_zone_file, unbound_local_data
 from harness.paths import PROJECT_ROOT, RUN_ROOT
 
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
+DNSPROXY = PROJECT_ROOT / "build" / "bin" / "dnsproxy"
 OUTSIDE_NAME = "this-name-is-not-in-the-lab.net"
 
 
@@ -99,6 +101,8 @@ class Lab:
             resolvers=[{"name": r.name, "kind": r.kind, "address": plan.resolver(i),
                         "tls_name": resolver_tls_name(r.name), "do53": f"{plan.resolver(i)}:53",
                         "dot": f"{plan.resolver(i)}:853", "doh": f"https://{resolver_tls_name(r.name)}/dns-query",
+                        "doq": f"{plan.resolver(i)}:{DOQ_PORT}",
+                        "doh3": f"https://{resolver_tls_name(r.name)}:{DOH3_PORT}/dns-query",
                         "description": r.description}
                        for i, r in enumerate(self.config.settings.resolvers)],
             run_dir=str(self.run_dir),
@@ -117,7 +121,8 @@ class Lab:
                 address, tls_name = self.config.addresses.resolver(i), resolver_tls_name(name)
                 return Resolver(name=name, address=address, tls_name=tls_name,
                                 doh_uri=f"https://{tls_name}/dns-query",
-                                control_config=self.run_dir / f"resolver-{name}.conf")
+                                control_config=self.run_dir / f"resolver-{name}.conf",
+                                doq_port=DOQ_PORT, doh3_uri=f"https://{tls_name}:{DOH3_PORT}/dns-query")
         names = ", ".join(r.name for r in self.config.settings.resolvers)
         raise HarnessError(f"lab '{self.config.prefix}' has no resolver '{name}' (it has: {names})")
 
@@ -128,6 +133,8 @@ class Lab:
         require_root("lab up")
         for program, package in PROGRAMS.items():
             require_program(program, package)
+        if not DNSPROXY.exists():
+            raise HarnessError(f"{DNSPROXY} is missing: run 'bash scripts/setup.sh' (it builds the DoQ/DoH3 front)")
         if self.state_file.exists():
             status = self.status()
             if status.healthy:
@@ -217,6 +224,15 @@ class Lab:
                                   [f"{addr}:53", f"{addr}:853", f"{addr}:443"],
                                   env={"OPENSSL_CONF": str(run / "openssl.cnf")}))
             endpoints += [(addr, 53), (addr, 853), (addr, 443)]
+            # DoQ and DoH3 in front of the same unbound, over loopback-fast Do53.
+            # `--port 0` still opens plain DNS on ephemeral ports; nothing uses them.
+            daemons.append(Daemon(f"quic-{r.name}", server,
+                                  [str(DNSPROXY), "--listen", addr, "--port", "0", "--quic-port", str(DOQ_PORT),
+                                   "--https-port", str(DOH3_PORT), "--http3", "--tls-crt", str(cert),
+                                   "--tls-key", str(resolver_key), "--upstream", f"{addr}:53", "--timeout", "10s"],
+                                  str(run / "logs" / f"quic-{r.name}.log"),
+                                  [f"{addr}:{DOQ_PORT}/udp", f"{addr}:{DOH3_PORT}"]))
+            endpoints.append((addr, DOH3_PORT))
         web_addrs = plan.web(cfg.settings.web_addresses)
         daemons.append(Daemon("nginx", server,
                               ["nginx", "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"],
@@ -260,6 +276,11 @@ class Lab:
             "web_urls": [f"https://www.{LAB_ZONE}/"] + sites,
             "wait": 5,
         }
+
+    def web_hostnames(self) -> list[str]:
+        """Every hostname the lab's synthetic web uses, sorted (a domain list for resolver benchmarks)."""
+        manifest = json.loads((self._web_root() / "manifest.json").read_text())
+        return sorted({h for page in manifest["pages"] for h in page["hostnames"] + page["late_hostnames"]})
 
     def _web_root(self) -> Path:
         return ensure_web(self.config)[0]

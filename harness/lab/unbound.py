@@ -9,6 +9,11 @@ from harness.lab.config import LabConfig, LocalResolver, RecursiveResolver
 DOT_PORT = 853
 DOH_PORT = 443
 DOH_PATH = "/dns-query"
+# The QUIC front (dnsproxy) beside each resolver. unbound already holds UDP
+# 853 on the resolver's address (it binds UDP on every interface port), so
+# DoQ moves to 8853; DoH3 needs a port whose TCP twin is free as well.
+DOQ_PORT = 8853
+DOH3_PORT = 8443
 
 
 def _common(run: Path, interfaces: list[str], allow: list[str]) -> list[str]:

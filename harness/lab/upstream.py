@@ -43,10 +43,15 @@ def _rules(config: LabConfig, index: int) -> list[list[str]]:
     auth = config.addresses.auth
     queue = str(queue_of(index))
     rules = []
-    for src, dst in ((resolver, auth), (auth, resolver)):
-        # Resolver and authoritative share the server namespace, so their
-        # packets cross loopback and meet PREROUTING on the receiving side.
-        rules.append(["-t", "mangle", "-A", "PREROUTING", "-s", src, "-d", dst, "-j", "NFQUEUE", "--queue-num", queue])
+    # Only resolver -> auth:53 and auth:53 -> resolver. Ports matter: the
+    # kernel gives the DoQ front's own queries to the resolver the auth's
+    # address as source (the namespace's first), and those must not be delayed.
+    for proto in ("udp", "tcp"):
+        for src, dst, port in ((resolver, auth, "--dport"), (auth, resolver, "--sport")):
+            # Resolver and authoritative share the server namespace, so their
+            # packets cross loopback and meet PREROUTING on the receiving side.
+            rules.append(["-t", "mangle", "-A", "PREROUTING", "-s", src, "-d", dst, "-p", proto, port, "53",
+                          "-j", "NFQUEUE", "--queue-num", queue])
     return rules
 
 

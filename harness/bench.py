@@ -1,0 +1,222 @@
+"""`dnsstudy bench`: the reference resolver benchmarks, over the lab's emulated link.
+
+Three benchmarks, configured by a profile under profiles/bench/:
+loss sweep (throughput, latency and success as loss grows), repeat (mean and
+relative standard deviation of one name), and handshake (new-connection cost
+as a multiple of the path's RTT). Each returns raw timings and a table.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from itertools import cycle
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.arms.base import ClientSide, Resolver
+from harness.errors import HarnessError
+from harness.lab.lab import Lab
+from harness.paths import PROJECT_ROOT
+from harness.profile import load_profile
+from harness.shaping.check import probe_rtt
+from harness.shaping.profile import Direction, LinkProfile, load_link_profile
+from harness.shaping.shaper import Shaper
+from harness.timer import PROGRAMS, TimerSettings, Timing, parse_output, start_timer, time_names
+
+DEFAULT_PROFILE = PROJECT_ROOT / "profiles" / "bench" / "default.toml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str = Field(min_length=1)
+
+
+class LossSweep(_Strict):
+    loss_percent: list[float] = Field(min_length=1)
+    protocols: list[str] = Field(min_length=1)
+    seconds: float = Field(gt=0)
+    base_network: str = "wired"
+    timeout_ms: int = Field(default=2000, gt=0)
+    concurrency: int = Field(default=1, gt=0)
+
+
+class Repeat(_Strict):
+    queries: int = Field(gt=1)
+    name: str
+    protocols: list[str] = Field(min_length=1)
+    network: str = "wired"
+
+
+class Handshake(_Strict):
+    samples: int = Field(gt=0)
+    protocols: list[str] = Field(min_length=1)
+    network: str = "wired"
+    rtt_probes: int = Field(default=200, ge=10)
+
+
+class BenchProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    loss_sweep: LossSweep
+    repeat: Repeat
+    handshake: Handshake
+
+
+def load_bench_profile(path: Path = DEFAULT_PROFILE) -> BenchProfile:
+    profile = load_profile(path, BenchProfile)
+    for section in (profile.loss_sweep, profile.repeat, profile.handshake):
+        for protocol in section.protocols:
+            if protocol not in PROGRAMS:
+                raise HarnessError(f"{path}: unknown protocol '{protocol}' (choose from {', '.join(PROGRAMS)})")
+    return profile
+
+
+@dataclass
+class BenchResult:
+    """A benchmark's table (rows of dicts, in print order) and its raw records."""
+
+    name: str
+    rows: list[dict]
+    timings: list[Timing]
+    notes: list[str]
+
+    def save(self, directory: Path) -> tuple[Path, Path]:
+        """Write <name>.jsonl (every record) and <name>.json (the table)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        raw, table = directory / f"{self.name}.jsonl", directory / f"{self.name}.json"
+        raw.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in self.timings))
+        table.write_text(json.dumps({"rows": self.rows, "notes": self.notes}, indent=1))
+        return raw, table
+
+
+def with_loss(base: LinkProfile, percent: float) -> LinkProfile:
+    """``base`` with ``percent`` loss on each direction."""
+    def direction(d: Direction) -> Direction:
+        return d.model_copy(update={"loss_percent": percent})
+    return base.model_copy(update={"name": f"{base.name}+loss{percent:g}", "uplink": direction(base.uplink),
+                                   "downlink": direction(base.downlink)})
+
+
+def _for_duration(client: ClientSide, protocol: str, resolver: Resolver, names: list[str], seconds: float,
+                  settings: TimerSettings) -> list[Timing]:
+    """Feed names (cycling) to one timer that sends for ``seconds``, then answers what is in flight."""
+    proc = start_timer(client, protocol, resolver, settings, duration_s=seconds)
+    assert proc.stdin is not None
+
+    def feed() -> None:
+        # The pipe holds far more names than the timer sends; the timer stops
+        # at its own deadline and the write then fails: that is the end.
+        try:
+            for name in cycle(names):
+                proc.stdin.write(name + "\n")
+        except (BrokenPipeError, ValueError):
+            pass
+        finally:
+            try:
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    stdout = proc.stdout.read() if proc.stdout else ""
+    stderr = proc.stderr.read() if proc.stderr else ""
+    proc.wait()
+    feeder.join()
+    return parse_output(proc, stdout, stderr)
+
+
+def loss_sweep(lab: Lab, resolver: Resolver, names: list[str], cfg: LossSweep) -> BenchResult:
+    """Queries per second, mean latency of successful queries and success rate, per loss level and protocol."""
+    shaper, client = Shaper(lab), lab.client_side()
+    base = load_link_profile(cfg.base_network)
+    settings = TimerSettings(timeout_ms=cfg.timeout_ms, concurrency=cfg.concurrency)
+    rows, timings = [], []
+    try:
+        for loss in cfg.loss_percent:
+            shaper.apply(with_loss(base, loss))
+            for protocol in cfg.protocols:
+                start = time.monotonic()
+                got = _for_duration(client, protocol, resolver, names, cfg.seconds, settings)
+                elapsed = time.monotonic() - start
+                ok = [t.ms for t in got if t.ok and t.ms is not None]
+                rows.append({"loss_percent": loss, "protocol": protocol, "queries": len(got),
+                             "queries_per_second": round(len(ok) / elapsed, 2),
+                             "mean_latency_ms": round(statistics.fmean(ok), 3) if ok else None,
+                             "success_rate": round(len(ok) / len(got), 4) if got else None})
+                timings += got
+    finally:
+        shaper.clear()
+    return BenchResult("loss_sweep", rows, timings, [
+        f"{cfg.base_network} with the loss on both directions; {cfg.seconds:g} s per cell, "
+        f"{cfg.concurrency} query in flight, timeout {cfg.timeout_ms} ms; queries per second counts answered queries",
+        f"resolver {resolver.name}; connections reused (idle timeout {settings.idle_timeout_ms} ms)"])
+
+
+def repeat(lab: Lab, resolvers: list[Resolver], cfg: Repeat) -> BenchResult:
+    """Mean and relative standard deviation of ``queries`` queries of one name, per resolver and protocol."""
+    shaper, client = Shaper(lab), lab.client_side()
+    shaper.apply(load_link_profile(cfg.network))
+    rows, timings = [], []
+    try:
+        for resolver in resolvers:
+            for protocol in cfg.protocols:
+                # One more than asked: the first opens the connection and is reported apart.
+                got = time_names(client, protocol, resolver, [cfg.name] * (cfg.queries + 1))
+                warm = [t.ms for t in got[1:] if t.ok and t.ms is not None]
+                mean = statistics.fmean(warm) if warm else None
+                rsd = 100 * statistics.stdev(warm) / mean if len(warm) > 1 and mean else None
+                rows.append({"resolver": resolver.name, "protocol": protocol, "answered": len(warm),
+                             "of": cfg.queries, "first_ms": got[0].ms, "mean_ms": _r(mean),
+                             "median_ms": _r(statistics.median(warm)) if warm else None, "rsd_percent": _r(rsd, 1)})
+                timings += got
+    finally:
+        shaper.clear()
+    return BenchResult("repeat", rows, timings, [
+        f"network {cfg.network}; one connection per resolver and protocol, kept warm; "
+        "the first query (which opens it) is excluded from mean and RSD"])
+
+
+def handshake(lab: Lab, resolver: Resolver, cfg: Handshake) -> BenchResult:
+    """New-connection handshake time per protocol, and its ratio to the path's RTT."""
+    shaper, client = Shaper(lab), lab.client_side()
+    link = load_link_profile(cfg.network)
+    shaper.apply(link)
+    rows, timings = [], []
+    try:
+        wait = max(1.0, 3 * (link.round_trip()["added_rtt_ms"] + 4 * link.round_trip()["rtt_jitter_ms"]) / 1000)
+        rtts, _, _ = probe_rtt(lab, cfg.rtt_probes, 0.01, wait)
+        if not rtts:
+            raise HarnessError("handshake bench: no RTT probe came back; is the link up?")
+        rtt = statistics.median(rtts)
+        for protocol in cfg.protocols:
+            # A first connection warms the library (CA file, TLS contexts) and is not counted.
+            got = time_names(client, protocol, resolver, ["www.lab.test"] * (cfg.samples + 1),
+                             TimerSettings(reuse=False))[1:]
+            hs = sorted(t.handshake_us / 1000 for t in got if t.ok and t.handshake_us is not None)
+            ratios = [h / rtt for h in hs]
+            rows.append({"protocol": protocol, "samples": len(hs), "rtt_ms": round(rtt, 3),
+                         "handshake_median_ms": _r(statistics.median(hs)) if hs else None,
+                         "ratio_p10": _r(_quantile(ratios, 0.1), 2), "ratio_median": _r(_quantile(ratios, 0.5), 2),
+                         "ratio_p90": _r(_quantile(ratios, 0.9), 2), "ratio_cdf": [round(r, 3) for r in ratios]})
+            timings += got
+    finally:
+        shaper.clear()
+    return BenchResult("handshake", rows, timings, [
+        f"network {cfg.network}; RTT = median of {len(rtts)} UDP probes on the same path; "
+        "handshake = TCP + TLS setup (DoT, DoH) or the QUIC handshake (DoQ, DoH3); every sample a new connection"])
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)

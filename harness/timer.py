@@ -1,0 +1,211 @@
+"""The resolution timer: times DNS queries outside the browser, one record each.
+
+Two programs do the timing: `dnstimer` (C; getdns for Do53 and DoT, libcurl
+for DoH) and `quictimer` (Go; quic-go for DoQ and DoH3). Both write the same
+JSON record per query (see docs/timer.md). This module builds their command
+lines from a `Resolver`, runs them inside the client namespace, and reads the
+hostnames to time from HARs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from harness import netns
+from harness.arms.base import ClientSide, Resolver
+from harness.errors import HarnessError
+from harness.paths import PROJECT_ROOT
+
+BIN = PROJECT_ROOT / "build" / "bin"
+
+
+@dataclass(frozen=True)
+class TimerSettings:
+    """How queries are sent; every record carries these back."""
+
+    timeout_ms: int = 5000         # per query; a query that runs out is a `timeout` record
+    idle_timeout_ms: int = 10000   # keep an idle connection this long (Stubby's default)
+    concurrency: int = 1           # queries in flight at most
+    interval_ms: float = 0.0       # pacing: at least this long between two sends
+    reuse: bool = True             # False: every query opens its own connection
+    nagle: bool = False            # True: leave Nagle on in getdns (Stubby's behaviour)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timed query, as both timer programs print it."""
+
+    index: int
+    name: str
+    type: str
+    protocol: str
+    resolver: str
+    server: str
+    start: float                    # wall clock, seconds since the epoch
+    duration_us: int | None         # CLOCK_MONOTONIC; None when nothing was sent
+    new_connection: bool
+    tcp_setup_us: int | None
+    tls_setup_us: int | None        # TLS handshake; for QUIC the whole handshake
+    rcode: int | None
+    answers: int | None
+    status: str                     # ok | timeout | error | invalid
+    transport: str | None           # udp, tcp, tls, h2, quic, h3
+    error: str | None
+    concurrency: int
+    interval_ms: float
+    timeout_ms: int
+    idle_timeout_ms: int
+    nagle: bool
+    library: str
+    reuse: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def ms(self) -> float | None:
+        return None if self.duration_us is None else self.duration_us / 1000
+
+    @property
+    def handshake_us(self) -> int | None:
+        """TCP plus TLS setup, or the QUIC handshake, of the connection this query opened."""
+        if not self.new_connection or self.tls_setup_us is None:
+            return None
+        return self.tls_setup_us + (self.tcp_setup_us or 0)
+
+    @classmethod
+    def from_json(cls, line: str) -> "Timing":
+        data = json.loads(line)
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _dnstimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings) -> list[str]:
+    argv = [str(BIN / "dnstimer"), "--protocol", protocol, "--server", resolver.address]
+    if protocol == "dot":
+        argv += ["--tls-name", resolver.tls_name, "--ca-file", str(ca_file)]
+    if protocol == "doh":
+        argv += ["--url", resolver.doh_uri, "--ca-file", str(ca_file)]
+    if not s.reuse:
+        argv += ["--no-reuse"]
+    if s.nagle:
+        argv += ["--nagle"]
+    return argv
+
+
+def _quictimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings) -> list[str]:
+    argv = [str(BIN / "quictimer"), "--protocol", protocol, "--server", resolver.address,
+            "--tls-name", resolver.tls_name, "--ca-file", str(ca_file), f"--reuse={str(s.reuse).lower()}"]
+    if protocol == "doq":
+        if resolver.doq_port is None:
+            raise HarnessError(f"resolver '{resolver.name}' serves no DoQ")
+        argv += ["--port", str(resolver.doq_port)]
+    else:
+        if resolver.doh3_uri is None:
+            raise HarnessError(f"resolver '{resolver.name}' serves no DoH3")
+        argv += ["--url", resolver.doh3_uri, "--port", str(urlsplit(resolver.doh3_uri).port or 443)]
+    return argv
+
+
+#: protocol -> builder of the timer's command line. A new protocol is one entry.
+PROGRAMS: dict[str, Callable[[str, Resolver, Path, TimerSettings], list[str]]] = {
+    "do53": _dnstimer, "dot": _dnstimer, "doh": _dnstimer, "doq": _quictimer, "doh3": _quictimer,
+}
+
+
+PROTOCOLS: tuple[str, ...] = tuple(PROGRAMS)
+
+
+def timer_argv(protocol: str, resolver: Resolver, ca_file: Path, settings: TimerSettings) -> list[str]:
+    """The command line that times queries of ``protocol`` to ``resolver`` (names on stdin)."""
+    try:
+        build = PROGRAMS[protocol]
+    except KeyError:
+        raise HarnessError(f"unknown protocol '{protocol}' (choose from {', '.join(PROGRAMS)})") from None
+    argv = build(protocol, resolver, ca_file, settings)
+    for missing in (p for p in argv[:1] if not Path(p).exists()):
+        raise HarnessError(f"{missing} is missing: run 'bash scripts/setup.sh'")
+    return argv + ["--resolver", resolver.name, "--timeout-ms", str(settings.timeout_ms),
+                   "--idle-timeout-ms", str(settings.idle_timeout_ms), "--concurrency", str(settings.concurrency),
+                   "--interval-ms", f"{settings.interval_ms:g}"]
+
+
+def start_timer(client: ClientSide, protocol: str, resolver: Resolver, settings: TimerSettings,
+                duration_s: float | None = None) -> subprocess.Popen[str]:
+    """Start a timer in the client namespace that reads names from its stdin (for ``duration_s`` at most)."""
+    argv = timer_argv(protocol, resolver, client.ca_file, settings)
+    if duration_s:
+        argv += ["--duration-s", f"{duration_s:g}"]
+    argv = netns.command(client.namespace, argv)
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def parse_output(proc: subprocess.Popen[str], stdout: str, stderr: str) -> list[Timing]:
+    """Records from a finished timer; a usage error or crash is a HarnessError with its one-line reason."""
+    if proc.returncode not in (0, None):
+        reason = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[0]
+        raise HarnessError(reason)
+    return [Timing.from_json(line) for line in stdout.splitlines() if line.strip()]
+
+
+def time_names(client: ClientSide, protocol: str, resolver: Resolver, names: Iterable[str],
+               settings: TimerSettings = TimerSettings()) -> list[Timing]:
+    """Time one query per name, in the given order; exactly one record per name, in input order."""
+    names = list(names)
+    proc = start_timer(client, protocol, resolver, settings)
+    # The timers bound every query, so the run is bounded too.
+    limit = 30 + len(names) * (settings.timeout_ms / 1000 + settings.interval_ms / 1000) / settings.concurrency
+    try:
+        stdout, stderr = proc.communicate("".join(f"{n}\n" for n in names), timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise HarnessError(f"{protocol} timer did not finish {len(names)} queries in {limit:.0f} s") from None
+    timings = sorted(parse_output(proc, stdout, stderr), key=lambda t: t.index)
+    if len(timings) != len(names):
+        raise HarnessError(f"{protocol} timer returned {len(timings)} records for {len(names)} names")
+    return timings
+
+
+def hostnames_from_hars(paths: Iterable[Path]) -> list[str]:
+    """Every distinct hostname requested in the HARs (files or directories of *.har / *.har.gz), sorted."""
+    from haralyzer import HarParser
+
+    from harness.browser.har import read_har
+
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.name.endswith((".har", ".har.gz")))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise HarnessError(f"{path}: no such HAR file or directory")
+    names: set[str] = set()
+    for file in files:
+        try:
+            har = read_har(file) if file.name.endswith(".gz") else json.loads(file.read_text())
+            entries = [e for page in HarParser(har).pages for e in page.entries]
+        except (OSError, ValueError, KeyError) as exc:
+            raise HarnessError(f"{file}: not a readable HAR ({exc})") from None
+        for entry in entries:
+            host = urlsplit(entry.url).hostname
+            if host and entry.url.startswith(("http://", "https://")):
+                names.add(host.rstrip(".").lower())
+    return sorted(names)
+
+
+def shuffled(names: Iterable[str], seed: int, *key: str) -> list[str]:
+    """A random order of ``names``, the same for the same seed and key."""
+    order = sorted(names)
+    random.Random("/".join([str(seed), *key])).shuffle(order)
+    return order

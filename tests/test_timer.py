@@ -1,0 +1,176 @@
+"""The resolution timers against the lab's real resolvers (unbound, dnsproxy), in the client namespace.
+
+Timing bounds are loose (shared, noisy machines); the benchmark
+(benchmarks/timer_accuracy.py) reports the real accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from harness.bench import Handshake, LossSweep, handshake, loss_sweep
+from harness.capture import capture, do53_wire_us
+from harness.shaping.check import probe_rtt
+from harness.shaping.profile import load_link_profile
+from harness.shaping.shaper import Shaper
+from harness.timer import BIN, PROTOCOLS, TimerSettings, time_names, timer_argv
+
+pytestmark = pytest.mark.lab
+
+NAMES = ["www.lab.test", "google.com", "no-such-host.lab.test", "www.google.com"]
+
+
+@pytest.fixture
+def shaper(lab):
+    s = Shaper(lab)
+    yield s
+    s.clear()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_protocol_answers_with_one_connection_reused(lab, protocol):
+    timings = time_names(lab.client_side(), protocol, lab.resolver("near"), NAMES)
+    assert [t.name for t in timings] == NAMES
+    assert all(t.ok for t in timings), [(t.name, t.error) for t in timings]
+    assert [t.rcode for t in timings] == [0, 0, 3, 0]  # NXDOMAIN is an answer, not an error
+    assert timings[0].answers == 1 and timings[2].answers == 0
+    assert all(t.protocol == protocol and t.resolver == "near" and t.duration_us > 0 for t in timings)
+    expected = {"do53": "udp", "dot": "tls", "doh": "h2", "doq": "quic", "doh3": "h3"}[protocol]
+    assert {t.transport for t in timings} == {expected}
+    opened = [t.new_connection for t in timings]
+    if protocol == "do53":
+        assert not any(opened)
+    else:
+        assert opened == [True, False, False, False]
+        assert timings[0].tls_setup_us > 0 and all(t.tls_setup_us is None for t in timings[1:])
+        if protocol in ("dot", "doh"):
+            assert timings[0].tcp_setup_us > 0
+
+
+@pytest.mark.parametrize("protocol", ["dot", "doh", "doq", "doh3"])
+def test_without_reuse_every_query_opens_a_connection(lab, protocol):
+    timings = time_names(lab.client_side(), protocol, lab.resolver("near"), ["www.lab.test"] * 3,
+                         TimerSettings(reuse=False))
+    assert all(t.ok and t.new_connection and t.handshake_us > 0 and not t.reuse for t in timings)
+
+
+def test_concurrency_and_pacing_are_obeyed_and_recorded(lab):
+    names = [f"n{i}.lab.test" for i in range(20)]
+    paced = time_names(lab.client_side(), "do53", lab.resolver("near"), names, TimerSettings(interval_ms=20))
+    starts = sorted(t.start for t in paced)
+    span = starts[-1] - starts[0]
+    assert span >= 19 * 0.020 * 0.95 and all(t.interval_ms == 20 for t in paced)
+    burst = time_names(lab.client_side(), "doh", lab.resolver("near"), names, TimerSettings(concurrency=8))
+    assert all(t.concurrency == 8 and t.ok for t in burst)
+    assert sum(t.new_connection for t in burst) == 1  # eight in flight share one HTTP/2 connection
+
+
+def test_malformed_names_are_records_not_crashes(lab):
+    names = ["bad..name", "a" * 64 + ".lab.test", ".".join(["abcdefghi"] * 26) + ".com", "sp ace", "ok.lab.test"]
+    for protocol in PROTOCOLS:
+        timings = time_names(lab.client_side(), protocol, lab.resolver("near"), names)
+        # "sp ace" is the name "sp" with the unknown type "ace"
+        assert [t.status for t in timings] == ["invalid", "invalid", "invalid", "invalid", "ok"], protocol
+        assert "empty label" in timings[0].error and "63" in timings[1].error and "253" in timings[2].error
+        assert "unknown query type" in timings[3].error
+        assert timings[0].duration_us is None
+
+
+@pytest.mark.parametrize("program", ["dnstimer", "quictimer"])
+def test_usage_errors_are_one_line(lab, program):
+    proc = subprocess.run([str(BIN / program), "--protocol", "dnscrypt", "--server", "198.18.0.1"],
+                          input="", capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2
+    first = proc.stderr.splitlines()[0]
+    assert "unknown protocol 'dnscrypt'" in first
+    proc = subprocess.run([str(BIN / program), "--protocol", "doq" if program == "quictimer" else "dot",
+                           "--server", "not-an-ip", "--tls-name", "x"], input="", capture_output=True, text=True,
+                          timeout=10)
+    assert proc.returncode == 2 and "'not-an-ip' is not an IP address" in proc.stderr
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_unreachable_resolver_times_out_within_the_timeout(lab, protocol):
+    dead = replace(lab.resolver("near"), address=lab.config.addresses.hang)  # accepts, never answers
+    timings = time_names(lab.client_side(), protocol, dead, ["www.lab.test", "google.com"],
+                         TimerSettings(timeout_ms=700))
+    assert len(timings) == 2
+    assert all(t.status in ("timeout", "error") and t.duration_us < 700_000 + 1_500_000 for t in timings)
+    assert timings[0].status == "timeout" or protocol in ("doq", "doh3")  # QUIC: the handshake times out as an error
+    assert all(t.rcode is None for t in timings)
+
+
+@pytest.mark.parametrize("protocol", ["dot", "doh", "doq", "doh3"])
+def test_a_wrong_tls_name_is_an_error_record(lab, protocol):
+    near = lab.resolver("near")
+    wrong = replace(near, tls_name="far.dns.lab.test", doh_uri=near.doh_uri.replace("near", "far"),
+                    doh3_uri=near.doh3_uri.replace("near", "far"))
+    # The override sends the request to near's address; its certificate names near, not far.
+    timings = time_names(lab.client_side(), protocol, wrong, ["www.lab.test"], TimerSettings(timeout_ms=2000))
+    assert timings[0].status == "error" and timings[0].rcode is None
+    assert timings[0].error
+
+
+def test_under_shaping_queries_cost_what_the_protocols_say(lab, shaper):
+    """Do53 and warm DoT/DoH: one RTT. Cold DoT/DoH: TCP + TLS 1.3 + query = three. Cold DoQ: two."""
+    shaper.apply(load_link_profile("4g-symmetric"))
+    rtts, _, _ = probe_rtt(lab, 50, 0.01, 1.0)
+    rtt = sorted(rtts)[len(rtts) // 2]
+    client, near = lab.client_side(), lab.resolver("near")
+    ms = {p: time_names(client, p, near, ["www.lab.test"] * 4) for p in PROTOCOLS}
+    for protocol, timings in ms.items():
+        warm = sorted(t.ms for t in timings[1:])[1]
+        assert 0.8 * rtt < warm < 1.5 * rtt + 5, (protocol, warm, rtt)
+    for protocol, rtts_expected in (("dot", 3), ("doh", 3), ("doq", 2), ("doh3", 2)):
+        cold = ms[protocol][0].ms
+        assert (rtts_expected - 0.3) * rtt < cold < (rtts_expected + 0.7) * rtt + 10, (protocol, cold, rtt)
+
+
+def test_the_timer_is_never_faster_than_the_wire(lab, tmp_path):
+    """Each Do53 duration covers its query and answer packets as captured in the client namespace."""
+    names = [f"h{i}.lab.test" for i in range(30)]
+    with capture(lab.config.namespaces["client"], tmp_path / "do53.pcap", ["udp", "port", "53"]) as pcap:
+        timings = time_names(lab.client_side(), "do53", lab.resolver("near"), names)
+    wire = do53_wire_us(pcap)
+    assert sorted(wire) == sorted(names)
+    for t in timings:
+        assert t.duration_us >= wire[t.name] - 20, (t.name, t.duration_us, wire[t.name])  # 20 µs: clock granularity
+        assert t.duration_us < wire[t.name] + 5000  # and not wildly slower
+
+
+def test_the_timer_command_times_every_har_hostname(lab, tmp_path):
+    from tests.test_timer_units import _har
+
+    har = tmp_path / "visit.har"
+    har.write_text(json.dumps(_har(["https://www.lab.test/", "https://google.com/a.js",
+                                    "https://www.google.com/b.css"])))
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "timer", str(har), "--protocol", "do53",
+                           "--protocol", "doq", "--resolver", "near", "--resolver", "far",
+                           "--results", str(tmp_path / "out"), "--prefix", lab.config.prefix,
+                           "--subnet", lab.config.settings.subnet], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = [json.loads(line) for line in (tmp_path / "out" / "timings.jsonl").read_text().splitlines()]
+    assert len(records) == 3 * 2 * 2
+    assert {(r["resolver"], r["protocol"]) for r in records} == {(r, p) for r in ("near", "far") for p in ("do53", "doq")}
+    assert all(r["status"] == "ok" and r["network"] == "wired" for r in records)
+
+
+def test_bench_loss_sweep_sees_the_loss_and_handshake_counts_rtts(lab, shaper):
+    sweep = loss_sweep(lab, lab.resolver("near"), lab.web_hostnames()[:50],
+                       LossSweep(source="test", loss_percent=[0, 20], protocols=["do53", "dot"], seconds=2,
+                                 timeout_ms=500))
+    rows = {(r["loss_percent"], r["protocol"]): r for r in sweep.rows}
+    assert rows[(0, "do53")]["success_rate"] == 1.0 and rows[(0, "dot")]["success_rate"] == 1.0
+    # 20 % each way: Do53 loses answers outright, DoT retransmits and slows down.
+    assert rows[(20, "do53")]["success_rate"] < 1.0
+    assert rows[(20, "dot")]["queries_per_second"] < rows[(0, "dot")]["queries_per_second"] / 5
+    assert len(sweep.timings) == sum(r["queries"] for r in sweep.rows)
+    hs = handshake(lab, lab.resolver("near"), Handshake(source="test", samples=4, protocols=["dot", "doq"],
+                                                         network="4g-symmetric", rtt_probes=30))
+    ratio = {r["protocol"]: r["ratio_median"] for r in hs.rows}
+    assert 1.6 < ratio["dot"] < 2.8 and 0.8 < ratio["doq"] < 1.6

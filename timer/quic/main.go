@@ -1,0 +1,407 @@
+// quictimer times DNS over QUIC (RFC 9250) and DNS over HTTP/3 (RFC 8484 on
+// HTTP/3) with quic-go, writing the same JSON records as dnstimer (C).
+//
+//	quictimer --protocol doq|doh3 --server IP --tls-name NAME [options] [NAMES_FILE]
+//
+// QUIC sets up transport and TLS 1.3 in one handshake, so a new connection's
+// whole handshake is reported as tls_setup_us and tcp_setup_us is null.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+type options struct {
+	protocol, resolver, server, tlsName, url, caFile string
+	port                                             int
+	timeout, idleTimeout                             time.Duration
+	concurrency                                      int
+	intervalMS, durationS                            float64
+	reuse                                            bool
+}
+
+// record is one line of output; the fields and their order are dnstimer's.
+type record struct {
+	Index         int     `json:"index"`
+	Name          string  `json:"name"`
+	Type          string  `json:"type"`
+	Protocol      string  `json:"protocol"`
+	Resolver      string  `json:"resolver"`
+	Server        string  `json:"server"`
+	Start         float64 `json:"start"`
+	DurationUS    *int64  `json:"duration_us"`
+	NewConnection bool    `json:"new_connection"`
+	TCPSetupUS    *int64  `json:"tcp_setup_us"`
+	TLSSetupUS    *int64  `json:"tls_setup_us"`
+	Rcode         *int    `json:"rcode"`
+	Answers       *int    `json:"answers"`
+	Status        string  `json:"status"`
+	Transport     *string `json:"transport"`
+	Error         *string `json:"error"`
+	Concurrency   int     `json:"concurrency"`
+	IntervalMS    float64 `json:"interval_ms"`
+	TimeoutMS     int64   `json:"timeout_ms"`
+	IdleTimeoutMS int64   `json:"idle_timeout_ms"`
+	Nagle         bool    `json:"nagle"`
+	Library       string  `json:"library"`
+	Reuse         bool    `json:"reuse"`
+}
+
+func usage(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "quictimer: "+format+"\n", args...)
+	fmt.Fprintln(os.Stderr, "usage: quictimer --protocol doq|doh3 --server IP --tls-name NAME [--port N] [--url URL] "+
+		"[--ca-file FILE] [--resolver LABEL] [--timeout-ms N] [--idle-timeout-ms N] [--concurrency N] "+
+		"[--interval-ms X] [--reuse=false] [--duration-s X] [NAMES_FILE]")
+	os.Exit(2)
+}
+
+// nameProblem applies dnstimer's rules: at most 253 octets, labels of 1-63
+// letters, digits, hyphens or underscores.
+func nameProblem(name string) string {
+	name = strings.TrimSuffix(name, ".")
+	switch {
+	case name == "":
+		return "empty name"
+	case len(name) > 253:
+		return "name longer than 253 octets"
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" {
+			return "empty label"
+		}
+		if len(label) > 63 {
+			return "label longer than 63 octets"
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "character not allowed in a host name"
+			}
+		}
+	}
+	return ""
+}
+
+// connection is the one QUIC connection queries share (when reusing).
+type connection struct {
+	mu   sync.Mutex
+	conn *quic.Conn
+	h3   *http3.ClientConn
+}
+
+type timer struct {
+	opt     options
+	tlsConf *tls.Config
+	addr    string
+	shared  connection
+	out     *json.Encoder
+	outMu   sync.Mutex
+}
+
+func (t *timer) dial(ctx context.Context) (*quic.Conn, time.Duration, error) {
+	start := time.Now()
+	conf := &quic.Config{MaxIdleTimeout: t.opt.idleTimeout, HandshakeIdleTimeout: t.opt.timeout}
+	conn, err := quic.DialAddr(ctx, t.addr, t.tlsConf, conf)
+	return conn, time.Since(start), err
+}
+
+// get returns a live connection, dialling one if needed; the handshake time
+// is returned only to the query that dialled.
+func (t *timer) get(ctx context.Context, c *connection) (*quic.Conn, *http3.ClientConn, *time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		select {
+		case <-c.conn.Context().Done(): // closed, e.g. idle for longer than the idle timeout
+			c.conn = nil
+		default:
+			return c.conn, c.h3, nil, nil
+		}
+	}
+	conn, took, err := t.dial(ctx)
+	if err != nil {
+		return nil, nil, &took, err
+	}
+	c.conn = conn
+	c.h3 = nil
+	if t.opt.protocol == "doh3" {
+		c.h3 = (&http3.Transport{}).NewClientConn(conn)
+	}
+	return c.conn, c.h3, &took, nil
+}
+
+func (t *timer) exchange(ctx context.Context, r *record, msg *dns.Msg) error {
+	c := &t.shared
+	if !t.opt.reuse {
+		c = &connection{}
+		defer func() {
+			if c.conn != nil {
+				c.conn.CloseWithError(0, "")
+			}
+		}()
+	}
+	conn, h3conn, handshake, err := t.get(ctx, c)
+	if handshake != nil {
+		r.NewConnection = true
+		if err == nil {
+			us := handshake.Microseconds()
+			r.TLSSetupUS = &us
+		}
+	}
+	if err != nil {
+		return err
+	}
+	wire, err := msg.Pack()
+	if err != nil {
+		return err
+	}
+	var answer []byte
+	if t.opt.protocol == "doq" {
+		answer, err = doqExchange(ctx, conn, wire)
+	} else {
+		answer, err = doh3Exchange(ctx, h3conn, t.opt.url, wire)
+	}
+	if err != nil {
+		return err
+	}
+	reply := new(dns.Msg)
+	if err := reply.Unpack(answer); err != nil {
+		return fmt.Errorf("not a DNS response (%d bytes): %v", len(answer), err)
+	}
+	rcode, answers := reply.Rcode, len(reply.Answer)
+	r.Rcode, r.Answers = &rcode, &answers
+	return nil
+}
+
+// doqExchange sends one query on a new stream, as RFC 9250 section 4.2 says:
+// a 2-octet length prefix, then the message; the stream's send side closed.
+func doqExchange(ctx context.Context, conn *quic.Conn, wire []byte) ([]byte, error) {
+	stream, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		stream.SetDeadline(deadline)
+	}
+	framed := binary.BigEndian.AppendUint16(nil, uint16(len(wire)))
+	if _, err := stream.Write(append(framed, wire...)); err != nil {
+		return nil, err
+	}
+	stream.Close()
+	var size uint16
+	if err := binary.Read(stream, binary.BigEndian, &size); err != nil {
+		return nil, fmt.Errorf("reading the length prefix: %w", err)
+	}
+	answer := make([]byte, size)
+	_, err = io.ReadFull(stream, answer)
+	return answer, err
+}
+
+func doh3Exchange(ctx context.Context, conn *http3.ClientConn, url string, wire []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(wire))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/dns-message")
+	req.Header.Set("Accept", "application/dns-message")
+	resp, err := conn.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP status %d", resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 65536))
+}
+
+func (t *timer) run(index int, name, qtype string) {
+	transport := map[string]string{"doq": "quic", "doh3": "h3"}[t.opt.protocol]
+	r := &record{Index: index, Name: name, Type: qtype, Protocol: t.opt.protocol, Resolver: t.opt.resolver,
+		Server: t.opt.server, Concurrency: t.opt.concurrency, IntervalMS: t.opt.intervalMS,
+		TimeoutMS: t.opt.timeout.Milliseconds(), IdleTimeoutMS: t.opt.idleTimeout.Milliseconds(),
+		Library: "quic-go", Reuse: t.opt.reuse}
+	now := time.Now()
+	r.Start = float64(now.UnixNano()) / 1e9
+	problem := nameProblem(name)
+	code, known := dns.StringToType[strings.ToUpper(qtype)]
+	if problem == "" && !known {
+		problem = "unknown query type"
+	}
+	if problem != "" {
+		r.Status, r.Error = "invalid", &problem
+		t.emit(r)
+		return
+	}
+	msg := new(dns.Msg)
+	msg.SetQuestion(dns.Fqdn(name), code)
+	msg.Id = 0 // RFC 9250 section 4.2.1 and RFC 8484 section 4.1
+	msg.SetEdns0(1232, false)
+	ctx, cancel := context.WithTimeout(context.Background(), t.opt.timeout)
+	defer cancel()
+	start := time.Now() // monotonic
+	err := t.exchange(ctx, r, msg)
+	took := time.Since(start).Microseconds()
+	r.DurationUS = &took
+	switch {
+	case err == nil:
+		r.Status, r.Transport = "ok", &transport
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		r.Status = "timeout"
+	default:
+		r.Status = "error"
+		text := err.Error()
+		r.Error = &text
+	}
+	t.emit(r)
+}
+
+func isTimeout(err error) bool {
+	var idle *quic.IdleTimeoutError
+	var hs *quic.HandshakeTimeoutError
+	var ne net.Error
+	return errors.As(err, &idle) || errors.As(err, &hs) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+func (t *timer) emit(r *record) {
+	t.outMu.Lock()
+	defer t.outMu.Unlock()
+	t.out.Encode(r)
+}
+
+func parseArgs() options {
+	var o options
+	var timeoutMS, idleMS int64
+	flag.StringVar(&o.protocol, "protocol", "", "doq or doh3")
+	flag.StringVar(&o.server, "server", "", "resolver IP address")
+	flag.IntVar(&o.port, "port", 0, "port (default 853 for doq, 443 or the URL's for doh3)")
+	flag.StringVar(&o.tlsName, "tls-name", "", "name the resolver's certificate must match")
+	flag.StringVar(&o.url, "url", "", "DoH3 URL")
+	flag.StringVar(&o.caFile, "ca-file", "", "PEM file of trusted CAs (default: the system's)")
+	flag.StringVar(&o.resolver, "resolver", "", "label stored in every record")
+	flag.Int64Var(&timeoutMS, "timeout-ms", 5000, "per-query timeout")
+	flag.Int64Var(&idleMS, "idle-timeout-ms", 10000, "close a connection idle this long")
+	flag.IntVar(&o.concurrency, "concurrency", 1, "queries in flight at most")
+	flag.Float64Var(&o.intervalMS, "interval-ms", 0, "at least this long between two sends")
+	flag.BoolVar(&o.reuse, "reuse", true, "share one connection between queries")
+	flag.Float64Var(&o.durationS, "duration-s", 0, "stop sending after this many seconds (0: at the end of the names)")
+	flag.Usage = func() { usage("bad arguments") }
+	flag.Parse()
+	switch {
+	case o.protocol != "doq" && o.protocol != "doh3":
+		usage("unknown protocol '%s' (doq, doh3; do53, dot and doh are dnstimer's)", o.protocol)
+	case net.ParseIP(o.server) == nil:
+		usage("--server: '%s' is not an IP address", o.server)
+	case o.protocol == "doh3" && !strings.HasPrefix(o.url, "https://"):
+		usage("--url: DoH3 needs an https:// URL, got '%s'", o.url)
+	case timeoutMS < 1 || idleMS < 1 || o.concurrency < 1 || o.intervalMS < 0 || o.durationS < 0 || o.port < 0 || o.port > 65535:
+		usage("--timeout-ms, --idle-timeout-ms and --concurrency must be positive, --interval-ms and --duration-s >= 0")
+	}
+	o.timeout, o.idleTimeout = time.Duration(timeoutMS)*time.Millisecond, time.Duration(idleMS)*time.Millisecond
+	if o.tlsName == "" && o.url != "" {
+		if host, _, err := net.SplitHostPort(strings.Split(strings.TrimPrefix(o.url, "https://"), "/")[0]); err == nil {
+			o.tlsName = host
+		} else {
+			o.tlsName = strings.Split(strings.TrimPrefix(o.url, "https://"), "/")[0]
+		}
+	}
+	if o.tlsName == "" {
+		usage("--tls-name is required (authentication is required)")
+	}
+	if o.port == 0 {
+		o.port = 853
+		if o.protocol == "doh3" {
+			o.port = 443
+			if _, p, err := net.SplitHostPort(strings.Split(strings.TrimPrefix(o.url, "https://"), "/")[0]); err == nil {
+				o.port, _ = strconv.Atoi(p)
+			}
+		}
+	}
+	return o
+}
+
+func main() {
+	opt := parseArgs()
+	tlsConf := &tls.Config{ServerName: opt.tlsName, NextProtos: []string{"doq"}, MinVersion: tls.VersionTLS13}
+	if opt.protocol == "doh3" {
+		tlsConf.NextProtos = []string{http3.NextProtoH3}
+	}
+	if opt.caFile != "" {
+		pem, err := os.ReadFile(opt.caFile)
+		pool := x509.NewCertPool()
+		if err != nil || !pool.AppendCertsFromPEM(pem) {
+			usage("--ca-file: cannot read certificates from '%s'", opt.caFile)
+		}
+		tlsConf.RootCAs = pool
+	}
+	in := os.Stdin
+	if args := flag.Args(); len(args) > 0 && args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			usage("cannot read names file '%s'", args[0])
+		}
+		in = f
+	}
+	t := &timer{opt: opt, tlsConf: tlsConf, addr: net.JoinHostPort(opt.server, strconv.Itoa(opt.port)),
+		out: json.NewEncoder(os.Stdout)}
+	t.out.SetEscapeHTML(false)
+	slots := make(chan struct{}, opt.concurrency)
+	var wg sync.WaitGroup
+	interval := time.Duration(opt.intervalMS * float64(time.Millisecond))
+	next := time.Now()
+	stopAt := time.Now().Add(time.Duration(opt.durationS * float64(time.Second)))
+	scanner := bufio.NewScanner(in)
+	index := 0
+	for scanner.Scan() {
+		if opt.durationS > 0 && !time.Now().Before(stopAt) {
+			break
+		}
+		fields := strings.Fields(scanner.Text())
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		qtype := "A"
+		if len(fields) > 1 {
+			qtype = fields[1]
+		}
+		slots <- struct{}{}
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+		if opt.durationS > 0 && !time.Now().Before(stopAt) {
+			<-slots
+			break
+		}
+		next = time.Now().Add(interval)
+		wg.Add(1)
+		go func(i int, name, qtype string) {
+			defer func() { <-slots; wg.Done() }()
+			t.run(i, name, qtype)
+		}(index, fields[0], qtype)
+		index++
+	}
+	wg.Wait()
+	if t.shared.conn != nil {
+		t.shared.conn.CloseWithError(0, "")
+	}
+}
