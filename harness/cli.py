@@ -45,6 +45,21 @@ def lab_options(fn: Callable) -> Callable:
     return fn
 
 
+internet_option = click.option("--internet", metavar="NAME",
+                               help="Run on the Internet side NAME ('dnsstudy internet up') instead of the lab.")
+
+
+def _place(internet: str | None, profile: str, prefix: str | None, subnet: str | None):
+    """The lab, or the named Internet side."""
+    if internet:
+        from harness.internet import InternetSide
+
+        return InternetSide.named(internet)
+    from harness.lab.lab import Lab
+
+    return Lab(_config(profile, prefix, subnet))
+
+
 def _config(profile: str, prefix: str | None, subnet: str | None) -> LabConfig:
     from pydantic import ValidationError
 
@@ -227,7 +242,8 @@ def web(profile: str, prefix: str | None, subnet: str | None) -> None:
 @click.argument("url")
 @click.option("--protocol", required=True, type=click.Choice(["do53", "dot", "doh"]),
               help="DNS arm: Do53 (system resolver), DoT (Stubby), DoH (Firefox TRR).")
-@click.option("--resolver", default="near", show_default=True, help="Resolver name (a lab resolver).")
+@click.option("--resolver", default="near", show_default=True,
+              help="A lab resolver, or with --internet a profile in profiles/resolvers/ or 'default'.")
 @click.option("--network", default="wired", show_default=True,
               help="Network profile (profiles/network/NAME.toml or a path), applied to the lab's link first.")
 @click.option("--timeout", default=30.0, show_default=True, type=float,
@@ -236,18 +252,18 @@ def web(profile: str, prefix: str | None, subnet: str | None) -> None:
               help="Watchdog margin: a visit is killed after timeout + margin seconds.")
 @click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(file_okay=False),
               help="Directory for HARs (hars/<visit>.har.gz) and visit records (visits.jsonl).")
+@internet_option
 @lab_options
 @one_line_errors
 def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, margin: float, results_dir: str,
-          profile: str, prefix: str | None, subnet: str | None) -> None:
+          internet: str | None, profile: str, prefix: str | None, subnet: str | None) -> None:
     """Visit URL once from the lab's client namespace and print the result as JSON.
 
     Exit status 0 for a successful page load, 1 for any other class.
     """
-    from harness.lab.lab import Lab
     from harness.visit import run_visit
 
-    the_lab = Lab(_config(profile, prefix, subnet))
+    the_lab = _place(internet, profile, prefix, subnet)
     _apply_network(the_lab, network)
     results = Path(results_dir)
     result = run_visit(the_lab, url, protocol, resolver, results, timeout=timeout, margin=margin, network=network)
@@ -256,6 +272,40 @@ def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, 
         f.write(record + "\n")
     click.echo(json.dumps(result.to_dict(), indent=1))
     sys.exit(0 if result.error_class == "Successful" else 1)
+
+
+@main.group()
+def internet() -> None:
+    """Visits and timers on the real Internet: namespaces routed out of a host interface, shaped like the lab."""
+
+
+@internet.command("up")
+@click.option("--interface", required=True, help="Host interface the traffic leaves by (e.g. eth0).")
+@click.option("--name", default="dsnet", show_default=True, help="Prefix of the namespaces.")
+@click.option("--subnet", default="198.19.255.248/29", show_default=True, help="A /29 for the two links.")
+@one_line_errors
+def internet_up(interface: str, name: str, subnet: str) -> None:
+    """Create NAME-client and NAME-shaper, route them out of INTERFACE with NAT (a no-op if up)."""
+    from harness.internet import InternetSide, internet_config
+
+    side = InternetSide(internet_config(name, interface, subnet))
+    made = side.up()
+    console.print(f"{name}: {'up' if made else 'already up'}: client {side.config.namespaces['client']} "
+                  f"({side.client_address}) -> shaper -> {interface} (NAT). Use --internet {name}.")
+
+
+@internet.command("down")
+@click.option("--name", default="dsnet", show_default=True)
+@one_line_errors
+def internet_down(name: str) -> None:
+    """Remove the namespaces, NAT table and routes; restore ip_forward."""
+    from harness.internet import InternetSide, internet_config
+
+    try:
+        side = InternetSide.named(name)
+    except HarnessError:  # no state: still remove whatever carries the name
+        side = InternetSide(internet_config(name, "none"))
+    console.print(f"removed {len(side.down())} items")
 
 
 def _apply_network(the_lab, network: str) -> None:
@@ -268,14 +318,16 @@ def _apply_network(the_lab, network: str) -> None:
 
 def _lab_resolvers(the_lab, names: tuple[str, ...]):
     if not the_lab.status().up:
-        raise HarnessError(f"lab {the_lab.config.prefix} is not up: run 'dnsstudy lab up'")
+        raise HarnessError(f"{the_lab.config.prefix} is not up: run 'dnsstudy lab up' (or 'internet up')")
     return [the_lab.resolver(n) for n in names]
+
+
 
 
 @main.command("timer")
 @click.argument("hars", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--resolver", "resolvers", multiple=True, default=("near",), show_default=True,
-              help="Lab resolver (repeat for several).")
+              help="Lab resolver, or with --internet a resolver profile (repeat for several).")
 @click.option("--protocol", "protocols", multiple=True, default=("do53", "dot", "doh", "doq", "doh3"),
               show_default=True, type=click.Choice(["do53", "dot", "doh", "doq", "doh3"]),
               help="Protocol (repeat for several).")
@@ -289,16 +341,16 @@ def _lab_resolvers(the_lab, names: tuple[str, ...]):
               help="Pacing: at least this long between two queries.")
 @click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(file_okay=False),
               help="Records are appended to timings.jsonl here.")
+@internet_option
 @lab_options
 @one_line_errors
 def timer(hars: tuple[Path, ...], resolvers: tuple[str, ...], protocols: tuple[str, ...], network: str, seed: int,
           timeout_ms: int, idle_timeout_ms: int, concurrency: int, interval_ms: float, results_dir: str,
-          profile: str, prefix: str | None, subnet: str | None) -> None:
+          internet: str | None, profile: str, prefix: str | None, subnet: str | None) -> None:
     """Time every hostname in HARS (files or directories) per resolver and protocol, in random order."""
-    from harness.lab.lab import Lab
     from harness.timer import TimerSettings, hostnames_from_hars, shuffled, time_names
 
-    the_lab = Lab(_config(profile, prefix, subnet))
+    the_lab = _place(internet, profile, prefix, subnet)
     targets = _lab_resolvers(the_lab, resolvers)
     names = hostnames_from_hars(hars)
     if not names:
@@ -366,11 +418,10 @@ def net() -> None:
     """Emulated links: apply a network profile to the lab, check what the link really does."""
 
 
-def _shaper(profile: str, prefix: str | None, subnet: str | None, backend: str):
-    from harness.lab.lab import Lab
+def _shaper(profile: str, prefix: str | None, subnet: str | None, backend: str, internet: str | None = None):
     from harness.shaping.shaper import Shaper
 
-    return Shaper(Lab(_config(profile, prefix, subnet)), backend=backend)
+    return Shaper(_place(internet, profile, prefix, subnet), backend=backend)
 
 
 backend_option = click.option("--backend", default="auto", show_default=True,
@@ -381,13 +432,15 @@ backend_option = click.option("--backend", default="auto", show_default=True,
 @net.command("apply")
 @click.argument("network")
 @backend_option
+@internet_option
 @lab_options
 @one_line_errors
-def net_apply(network: str, backend: str, profile: str, prefix: str | None, subnet: str | None) -> None:
-    """Apply NETWORK (a name in profiles/network/ or a .toml path) to the lab's link; a no-op if already applied."""
+def net_apply(network: str, backend: str, internet: str | None, profile: str, prefix: str | None,
+              subnet: str | None) -> None:
+    """Apply NETWORK (a name in profiles/network/ or a .toml path) to the link; a no-op if already applied."""
     from harness.shaping.profile import load_link_profile
 
-    shaper = _shaper(profile, prefix, subnet, backend)
+    shaper = _shaper(profile, prefix, subnet, backend, internet)
     start = time.monotonic()
     changed = shaper.apply(load_link_profile(network))
     state = shaper.state() or {}
@@ -396,11 +449,12 @@ def net_apply(network: str, backend: str, profile: str, prefix: str | None, subn
 
 
 @net.command("clear")
+@internet_option
 @lab_options
 @one_line_errors
-def net_clear(profile: str, prefix: str | None, subnet: str | None) -> None:
-    """Remove all shaping from the lab's link."""
-    _shaper(profile, prefix, subnet, "auto").clear()
+def net_clear(internet: str | None, profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Remove all shaping from the link."""
+    _shaper(profile, prefix, subnet, "auto", internet).clear()
     console.print("shaping removed")
 
 

@@ -23,6 +23,7 @@ from harness.browser.prefs import load_prefs
 from harness.browser.session import GECKODRIVER, BrowserSession, NavigationReport
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError, require_root
+from harness.internet import InternetSide
 from harness.lab.lab import Lab
 from harness.outcome import ErrorClass, Signals, classify
 
@@ -73,7 +74,7 @@ def geckodriver_version() -> str:
 class Visitor:
     """Runs visits from the lab's client namespace, one at a time."""
 
-    def __init__(self, lab: Lab, results_dir: Path, timeout: float = 30.0, margin: float = 10.0,
+    def __init__(self, lab: Lab | InternetSide, results_dir: Path, timeout: float = 30.0, margin: float = 10.0,
                  network: str = "wired"):
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
         if not lab.status().healthy:
@@ -92,7 +93,8 @@ class Visitor:
         self.work_root.mkdir(exist_ok=True)
         self.versions = {"firefox": firefox_version(), "geckodriver": geckodriver_version(), "dnsstudy": __version__}
         prefs = load_prefs().as_dict()
-        self.template = ensure_template(lab.run_dir, self.client.ca_file, prefs, self.account,
+        self.template = ensure_template(lab.run_dir, self.client.ca_file if self.client.browser_trusts_ca else None,
+                                        prefs, self.account,
                                         self.client.namespace, self.versions["firefox"])
 
     def arm(self, protocol: str, resolver: str, persistent: bool = False) -> DnsArm:
@@ -173,7 +175,7 @@ class Visitor:
         return result
 
 
-def run_visit(lab: Lab, url: str, protocol: str, resolver: str, results_dir: Path, timeout: float = 30.0,
+def run_visit(lab: Lab | InternetSide, url: str, protocol: str, resolver: str, results_dir: Path, timeout: float = 30.0,
               margin: float = 10.0, network: str = "wired") -> VisitResult:
     """One visit through a new Visitor (what `dnsstudy visit` does)."""
     return Visitor(lab, results_dir, timeout=timeout, margin=margin, network=network).visit_once(url, protocol, resolver)

@@ -30,12 +30,13 @@ class Resolver:
 
 @dataclass(frozen=True)
 class ClientSide:
-    """Where the browser runs: the lab's client namespace."""
+    """Where the browser runs: the lab's client namespace, or the Internet side's."""
 
     namespace: str
     run_dir: Path            # per-lab run-time directory (stub configs, logs)
     ca_file: Path            # the CA that signs resolver certificates
     dead_resolver: str       # an address where no DNS server answers
+    browser_trusts_ca: bool = True  # import ca_file into Firefox (a lab CA); False: Firefox's own roots
 
     def set_system_resolver(self, address: str) -> None:
         """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""

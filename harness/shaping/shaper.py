@@ -9,6 +9,7 @@ import subprocess
 from harness import netns
 from harness.errors import HarnessError
 from harness.lab.daemons import Daemon, stop_all
+from harness.internet import InternetSide
 from harness.lab.lab import Lab
 from harness.lab.topology import CLIENT_IF, SERVER_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF
 from harness.shaping.backend import ShaperPlace, ShapingBackend
@@ -25,9 +26,9 @@ def fingerprint(profile: LinkProfile) -> str:
 
 
 class Shaper:
-    """The lab's shaper namespace and what is applied there (state in <run>/shaping.json)."""
+    """The shaper namespace of a lab or an Internet side, and what is applied there (state in <run>/shaping.json)."""
 
-    def __init__(self, lab: Lab, backend: str = "auto"):
+    def __init__(self, lab: Lab | InternetSide, backend: str = "auto"):
         if backend not in ("auto", *BACKENDS):
             raise HarnessError(f"unknown shaping backend '{backend}': choose auto, {', '.join(BACKENDS)}")
         self.lab = lab
@@ -89,10 +90,12 @@ class Shaper:
         self.state_file.unlink(missing_ok=True)
 
 
-def _offloads_off(lab: Lab) -> None:
+def _offloads_off(lab: Lab | InternetSide) -> None:
     """Segmentation offloads would let tbf and loss act on 64 KB super-packets instead of real ones."""
     ns = lab.config.namespaces
-    for namespace, ifname in ((ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF),
-                              (ns["shaper"], SHAPER_SERVER_IF), (ns["server"], SERVER_IF)):
+    ends = [(ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF), (ns["shaper"], SHAPER_SERVER_IF)]
+    if "server" in ns:  # an Internet side has no server namespace: the link ends at the host
+        ends.append((ns["server"], SERVER_IF))
+    for namespace, ifname in ends:
         subprocess.run(netns.command(namespace, ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]),
                        capture_output=True, timeout=10)

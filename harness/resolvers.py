@@ -1,0 +1,64 @@
+"""Resolver profiles for the Internet (profiles/resolvers/*.toml) and the host's own resolver."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness.arms.base import Resolver
+from harness.errors import HarnessError
+from harness.paths import PROJECT_ROOT
+from harness.profile import load_profile
+
+RESOLVER_DIR = PROJECT_ROOT / "profiles" / "resolvers"
+HOST_RESOLV_CONF = Path("/etc/resolv.conf")
+
+
+class ResolverProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    address: str
+    tls_name: str = Field(min_length=1)
+    doh_uri: str = Field(pattern=r"^https://")
+    doq_port: int | None = Field(default=None, ge=1, le=65535)
+    doh3_uri: str | None = Field(default=None, pattern=r"^https://")
+
+    @field_validator("address")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        ipaddress.ip_address(value)
+        return value
+
+
+def available_resolvers() -> list[str]:
+    return ["default", *sorted(p.stem for p in RESOLVER_DIR.glob("*.toml"))]
+
+
+def host_resolver(resolv_conf: Path = HOST_RESOLV_CONF) -> Resolver:
+    """The host's first nameserver, as a Do53-only resolver named `default`."""
+    try:
+        lines = resolv_conf.read_text().splitlines()
+    except OSError as exc:
+        raise HarnessError(f"{resolv_conf}: cannot read the host's resolver ({exc.strerror})") from None
+    servers = [line.split()[1] for line in lines if line.split()[:1] == ["nameserver"] and len(line.split()) > 1]
+    if not servers:
+        raise HarnessError(f"{resolv_conf}: no 'nameserver' line, so there is no host resolver to use")
+    if ipaddress.ip_address(servers[0]).is_loopback:
+        raise HarnessError(f"{resolv_conf}: the host's resolver {servers[0]} is on loopback, which the client "
+                           "namespace cannot reach; choose a resolver profile instead")
+    return Resolver(name="default", address=servers[0], tls_name="", doh_uri="")
+
+
+def load_resolver(name: str) -> Resolver:
+    """A resolver by profile name (or `default`)."""
+    if name == "default":
+        return host_resolver()
+    path = RESOLVER_DIR / f"{name}.toml"
+    if not path.exists():
+        raise HarnessError(f"no resolver profile '{name}' (have: {', '.join(available_resolvers())})")
+    p = load_profile(path, ResolverProfile)
+    return Resolver(name=name, address=p.address, tls_name=p.tls_name, doh_uri=p.doh_uri, doq_port=p.doq_port,
+                    doh3_uri=p.doh3_uri)
