@@ -59,6 +59,7 @@ class Signals:
     proof_valid: bool
     proof_reason: str
     har_problem: str | None
+    link_problem: str | None = None  # the link emulation broke (a delayer died)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ def classify(signals: Signals) -> Outcome:
     page_class, page_detail = page_outcome(signals.exception, signals.document_uri, signals.on_load_ms)
     if signals.driver_failure:
         cls, detail = ErrorClass.INFRASTRUCTURE, "browser: " + signals.driver_failure
+    elif signals.link_problem:
+        cls, detail = ErrorClass.INFRASTRUCTURE, "link: " + signals.link_problem
     elif signals.arm_problem:
         cls, detail = ErrorClass.INFRASTRUCTURE, "arm: " + signals.arm_problem
     elif not signals.proof_valid:

@@ -24,6 +24,7 @@ from harness.browser.session import GECKODRIVER, BrowserSession, NavigationRepor
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError, require_root
 from harness.internet import InternetSide
+from harness.shaping.shaper import Shaper
 from harness.lab.lab import Lab
 from harness.outcome import ErrorClass, Signals, classify
 
@@ -61,6 +62,7 @@ class VisitResult:
     next_hop_protocol: str | None
     timeout_s: float
     versions: dict = field(default_factory=dict)
+    link: dict = field(default_factory=dict)  # the shaping applied: profile, backend, fingerprint
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,6 +86,7 @@ class Visitor:
         if timeout <= 0 or margin <= 0:
             raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
         self.lab = lab
+        self.shaper = Shaper(lab)
         self.client = lab.client_side()
         self.account = BrowserAccount.lookup()
         self.results_dir = results_dir
@@ -115,11 +118,14 @@ class Visitor:
         visit_id = uuid.uuid4().hex
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
         problem = arm.problem()
+        link_problem = self.shaper.problem()  # a dead delayer: nothing to measure
+        state = self.shaper.state() or {}
+        link = {k: state.get(k) for k in ("profile", "backend", "fingerprint")} if state else {"profile": None}
         report = NavigationReport(url=url)
         before = after = None
         packets: dict[str, int] = {}
         try:
-            if problem is None:  # no browser when the arm is already broken: nothing to measure
+            if problem is None and link_problem is None:  # no browser when arm or link is broken
                 control = arm.resolver.control_config
                 reset_client_counters(self.client.namespace, arm.resolver.address)
                 before = resolver_counters(control) if control else None
@@ -129,10 +135,13 @@ class Visitor:
                 after = resolver_counters(control) if control else None
                 packets = client_counters(self.client.namespace)
                 problem = arm.problem()
+                link_problem = self.shaper.problem()
         finally:
             arm.finish_visit()
+        unmeasured = problem or link_problem
         proof = judge(arm.protocol, arm.transport, before, after, packets, arm.client_required, arm.client_forbidden) \
-            if problem is None else ArmProof(arm.protocol, None, packets, None, None, False, "not measured: " + problem)
+            if unmeasured is None else ArmProof(arm.protocol, None, packets, None, None, False,
+                                                "not measured: " + unmeasured)
 
         t = time.monotonic()
         page_loaded = report.exception is None and not (report.document_uri or "").startswith("about:")
@@ -146,12 +155,13 @@ class Visitor:
             if har_problem is None or page_loaded:
                 har_path = self.results_dir / "hars" / f"{visit_id}.har.gz"
                 write_har(har, har_path)
-        elif problem is None and report.driver_failure is None:
+        elif unmeasured is None and report.driver_failure is None:
             har_problem = "no events recorded"
         report.phases["har"] = time.monotonic() - t
 
         outcome = classify(Signals(exception=report.exception, document_uri=report.document_uri, on_load_ms=on_load,
                                    driver_failure=report.driver_failure, arm_problem=problem,
+                                   link_problem=link_problem,
                                    proof_valid=proof.valid, proof_reason=proof.reason, har_problem=har_problem))
         agrees = None
         if on_load is not None and report.bidi_on_load_ms is not None:
@@ -166,11 +176,11 @@ class Visitor:
             wall_s=round(time.monotonic() - t0, 3), phases={k: round(v, 3) for k, v in report.phases.items()},
             signal={"exception": report.exception, "message": report.message, "document_uri": report.document_uri,
                     "driver_failure": report.driver_failure, "watchdog_fired": report.watchdog_fired,
-                    "arm_problem": problem},
+                    "arm_problem": problem, "link_problem": link_problem},
             proof=proof.to_dict(), arm=arm.describe(),
             har_path=str(har_path) if har_path else None,
             har_entries=len(har["log"]["entries"]) if har else 0, har_problem=har_problem,
-            next_hop_protocol=report.next_hop_protocol, timeout_s=self.timeout, versions=self.versions,
+            next_hop_protocol=report.next_hop_protocol, timeout_s=self.timeout, versions=self.versions, link=link,
         )
         return result
 

@@ -83,3 +83,10 @@ def test_invalid_har_is_infrastructure_strictly_and_its_own_class_in_paper_2019(
     outcome = classify(signals(har_problem="haralyzer cannot read the HAR"))
     assert outcome.error_class is ErrorClass.INFRASTRUCTURE
     assert outcome.paper_2019 == "Invalid HAR"
+
+
+def test_a_broken_link_is_infrastructure_whatever_the_page_did():
+    outcome = classify(signals(link_problem="shaping daemon(s) not running: shaper-uplink",
+                               exception="TimeoutException"))
+    assert outcome.error_class is ErrorClass.INFRASTRUCTURE and outcome.detail.startswith("link: ")
+    assert not outcome.counted

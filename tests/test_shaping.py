@@ -82,6 +82,23 @@ def test_a_dead_delayer_stops_the_link_and_the_check_says_so(lab, shaper):
     assert shaper.problem() is None
 
 
+def test_a_visit_over_a_broken_link_is_a_harness_failure_and_records_the_link(lab, shaper, tmp_path):
+    from harness.visit import Visitor
+
+    shaper.apply(load_link_profile("4g"))
+    visitor = Visitor(lab, tmp_path, network="4g")
+    ok = visitor.visit_once("https://www.lab.test/", "do53", "near")
+    assert ok.error_class == "Successful" and ok.link["profile"] == "4g" and ok.link["backend"] == "userspace"
+    uplink = next(d for d in shaper.daemons() if d.name == "shaper-uplink")  # 4g delays the uplink only
+    os.kill(uplink.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 3
+    while shaper.problem() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    broken = visitor.visit_once("https://www.lab.test/", "do53", "near")
+    assert broken.error_class == "Infrastructure Failure" and broken.detail.startswith("link: ")
+    assert not broken.counted  # never a DNS or page-load result
+
+
 def test_switching_and_clearing_leave_no_shaping_behind(lab, shaper):
     shaper.apply(load_link_profile("3g"))
     shaper.apply(load_link_profile("4g-lossy-symmetric"))

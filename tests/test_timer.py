@@ -174,3 +174,14 @@ def test_bench_loss_sweep_sees_the_loss_and_handshake_counts_rtts(lab, shaper):
                                                          network="4g-symmetric", rtt_probes=30))
     ratio = {r["protocol"]: r["ratio_median"] for r in hs.rows}
     assert 1.6 < ratio["dot"] < 2.8 and 0.8 < ratio["doq"] < 1.6
+
+
+def test_a_truncated_do53_answer_is_retried_over_tcp(lab):
+    from harness.lab.zones import BIG_NAME, BIG_TXT
+
+    client, near = lab.client_side(), lab.resolver("near")
+    do53 = time_names(client, "do53", near, [f"{BIG_NAME} TXT", "www.lab.test"])
+    assert do53[0].ok and do53[0].transport == "tcp" and do53[0].answers == len(BIG_TXT)
+    assert do53[1].transport == "udp"  # the fallback is per answer, not for good
+    dot = time_names(client, "dot", near, [f"{BIG_NAME} TXT"])[0]
+    assert dot.ok and dot.transport == "tls" and dot.answers == len(BIG_TXT)

@@ -62,6 +62,12 @@ def build_zones(config: LabConfig, host_domain: dict[str, str]) -> ZoneData:
     return ZoneData(records)
 
 
+#: A name whose TXT answer (about 2 KB) does not fit a 1232-byte EDNS UDP
+#: answer: over Do53 it comes back truncated and clients must retry over TCP.
+BIG_NAME = f"big.{LAB_ZONE}"
+BIG_TXT = [f"record {i:02d} " + "x" * 190 for i in range(10)]
+
+
 def unbound_local_data(zones: ZoneData, ttl: int = 3600) -> str:
     """local-zone/local-data lines: static zones answer NXDOMAIN for any other name in them."""
     lines = []
@@ -69,6 +75,7 @@ def unbound_local_data(zones: ZoneData, ttl: int = 3600) -> str:
         lines.append(f'local-zone: "{zone}." static')
         for host, addr in names.items():
             lines.append(f'local-data: "{host}. {ttl} IN A {addr}"')
+    lines += [f"local-data: '{BIG_NAME}. {ttl} IN TXT \"{text}\"'" for text in BIG_TXT]
     return "\n".join(lines) + "\n"
 
 
@@ -82,4 +89,5 @@ def root_zone_file(zones: ZoneData, auth_address: str, ttl: int = 300) -> str:
     for names in zones.records.values():
         for host, addr in names.items():
             lines.append(f"{host}. IN A {addr}")
+    lines += [f'{BIG_NAME}. IN TXT "{text}"' for text in BIG_TXT]
     return "\n".join(lines) + "\n"
