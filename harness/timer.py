@@ -132,8 +132,8 @@ def timer_argv(protocol: str, resolver: Resolver, ca_file: Path, settings: Timer
     except KeyError:
         raise HarnessError(f"unknown protocol '{protocol}' (choose from {', '.join(PROGRAMS)})") from None
     argv = build(protocol, resolver, ca_file, settings)
-    for missing in (p for p in argv[:1] if not Path(p).exists()):
-        raise HarnessError(f"{missing} is missing: run 'bash scripts/setup.sh'")
+    if not Path(argv[0]).exists():
+        raise HarnessError(f"{argv[0]} is missing: run 'bash scripts/setup.sh'")
     return argv + ["--resolver", resolver.name, "--timeout-ms", str(settings.timeout_ms),
                    "--idle-timeout-ms", str(settings.idle_timeout_ms), "--concurrency", str(settings.concurrency),
                    "--interval-ms", f"{settings.interval_ms:g}"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest

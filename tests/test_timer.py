@@ -18,7 +18,7 @@ from harness.capture import capture, do53_wire_us
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.timer import BIN, PROTOCOLS, TimerSettings, time_names, timer_argv
+from harness.timer import BIN, PROTOCOLS, TimerSettings, time_names
 
 pytestmark = pytest.mark.lab
 

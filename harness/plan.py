@@ -1,0 +1,65 @@
+"""The crawl plan: every visit of a study, in the order it will run, fixed before anything runs.
+
+Order, as in the reference study and in network blocks: for each round,
+the networks (shuffled per round) form blocks, so a link is shaped once
+per block; within a block the sites are shuffled, and for each site its
+configurations (resolver x protocol) are shuffled. Everything is drawn from
+one seed, so the same study always gives the same plan.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Site:
+    """One site of a study's list."""
+
+    rank: int
+    domain: str
+    group: str      # "top" or "tail": the reference study's two populations
+
+
+@dataclass(frozen=True)
+class PlannedVisit:
+    """One visit to run: its place in the plan and its configuration."""
+
+    ordinal: int    # position in the plan: visits run in this order
+    round: int
+    block: int      # consecutive visits on one network share a block
+    network: str
+    site: Site
+    resolver: str
+    protocol: str
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.site.domain}/"
+
+
+def _rng(seed: int, *key: object) -> random.Random:
+    # A string seed is hashed with SHA-512 by `random`, so it is stable across runs and Python versions.
+    return random.Random("/".join(map(str, (seed, *key))))
+
+
+def make_plan(sites: Sequence[Site], rounds: int, networks: Sequence[str], resolvers: Sequence[str],
+              protocols: Sequence[str], seed: int) -> Iterator[PlannedVisit]:
+    """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice)."""
+    configurations = [(r, p) for r in resolvers for p in protocols]
+    ordinal = block = 0
+    for round_ in range(rounds):
+        order = list(networks)
+        _rng(seed, "networks", round_).shuffle(order)
+        for network in order:
+            shuffled = list(sites)
+            _rng(seed, "sites", round_, network).shuffle(shuffled)
+            for site in shuffled:
+                configs = list(configurations)
+                _rng(seed, "configs", round_, network, site.domain).shuffle(configs)
+                for resolver, protocol in configs:
+                    yield PlannedVisit(ordinal, round_, block, network, site, resolver, protocol)
+                    ordinal += 1
+            block += 1

@@ -1,0 +1,118 @@
+"""The crawl plan (deterministic, randomized as the reference study) and the store (atomic, resumable)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.plan import Site, make_plan
+from harness.store import SCHEMA_VERSION, Store
+
+SITES = [Site(i + 1, f"site{i}.test", "top" if i < 6 else "tail") for i in range(10)]
+NETWORKS, RESOLVERS, PROTOCOLS = ["wired", "4g", "3g"], ["near", "far"], ["do53", "dot", "doh"]
+
+
+def plan(seed: int = 1, rounds: int = 2):
+    return list(make_plan(SITES, rounds, NETWORKS, RESOLVERS, PROTOCOLS, seed))
+
+
+def test_the_plan_has_every_visit_once_in_network_blocks():
+    visits = plan()
+    assert len(visits) == 2 * 3 * 10 * 6 and [v.ordinal for v in visits] == list(range(len(visits)))
+    keys = Counter((v.round, v.network, v.site.domain, v.resolver, v.protocol) for v in visits)
+    assert set(keys.values()) == {1}
+    # Each block is one network, and a round visits each network in exactly one block.
+    blocks = {}
+    for v in visits:
+        blocks.setdefault(v.block, set()).add((v.round, v.network))
+    assert all(len(b) == 1 for b in blocks.values()) and len(blocks) == 2 * 3
+
+
+def test_the_plan_is_random_but_the_same_for_the_same_seed():
+    assert plan(1) == plan(1)
+    assert [v.site for v in plan(1)] != [v.site for v in plan(2)]
+    visits = plan(1)
+    # Sites are shuffled per block and configurations per site.
+    first_sites = [next(v.site for v in visits if v.block == b) for b in range(6)]
+    assert len(set(first_sites)) > 1
+    per_site = [tuple((v.resolver, v.protocol) for v in visits[i:i + 6]) for i in range(0, 60, 6)]
+    assert len(set(per_site)) > 1
+
+
+def test_the_store_takes_the_plan_and_hands_out_visits_in_order(tmp_path):
+    store = Store(tmp_path / "crawl.sqlite")
+    store.add_study("s1", "test", 1, {"rounds": 2})
+    assert store.add_plan("s1", plan()) == 360
+    first = store.next_planned("s1")
+    assert first == plan()[0]
+    har = tmp_path / "a.har.gz"
+    har.write_bytes(b"x")
+    record = {"visit_id": "v1", "started_at": "t", "error_class": "Successful", "detail": "",
+              "paper_2019": "Successful", "counted": True, "on_load_ms": 812.5, "har_path": str(har)}
+    store.complete("s1", first, record)
+    assert store.next_planned("s1") == plan()[1] and store.progress("s1") == (1, 360)
+    with pytest.raises(HarnessError, match="was done before"):
+        store.complete("s1", first, {**record, "visit_id": "v2"})
+    with pytest.raises(HarnessError, match="HAR .* is missing"):
+        store.complete("s1", plan()[1], {**record, "visit_id": "v3", "har_path": str(tmp_path / "gone.har.gz")})
+    assert store.progress("s1") == (1, 360)  # the refused visit left no trace
+    store.close()
+    again = Store(tmp_path / "crawl.sqlite")
+    assert again.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert again.next_planned("s1") == plan()[1]
+
+
+def test_a_store_of_another_version_or_not_a_store_is_refused(tmp_path):
+    path = tmp_path / "old.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(HarnessError, match=f"schema version 0, this dnsstudy reads {SCHEMA_VERSION}"):
+        Store(path)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(HarnessError, match="not a dnsstudy store"):
+        Store(junk)
+
+
+def test_killed_at_random_moments_the_crawl_loses_and_repeats_nothing(tmp_path):
+    path, hars = tmp_path / "crawl.sqlite", tmp_path / "hars"
+    store = Store(path)
+    store.add_study("s1", "test", 7, {})
+    planned = store.add_plan("s1", make_plan(SITES, 100, NETWORKS, RESOLVERS, PROTOCOLS, 7))
+    store.close()
+    rng = random.Random(2019)
+    kills = 0
+    for _ in range(60):
+        worker = subprocess.Popen([sys.executable, "-m", "tests.store_worker", str(path), "s1", str(hars)],
+                                  cwd=os.getcwd())
+        try:
+            worker.wait(timeout=rng.uniform(0.15, 0.5))
+            break  # finished the plan
+        except subprocess.TimeoutExpired:
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.wait()
+            kills += 1
+    else:
+        subprocess.run([sys.executable, "-m", "tests.store_worker", str(path), "s1", str(hars)], check=True,
+                       timeout=120)
+    assert kills >= 3, "the worker finished before it could be killed: make the plan larger"
+    store = Store(path)
+    rows = store.db.execute("SELECT ordinal, status, visit_id, har_path FROM visits ORDER BY ordinal").fetchall()
+    assert len(rows) == planned and all(status == "done" for _, status, _, _ in rows)
+    assert len({visit_id for _, _, visit_id, _ in rows}) == planned  # each visit recorded exactly once
+    assert all(os.path.exists(har) for _, _, _, har in rows)
+    # A visit killed after writing its HAR but before its record leaves an orphan file, never a record.
+    orphans = {str(p) for p in hars.glob("*.har.gz")} - store.referenced_hars()
+    assert len(orphans) <= kills
+    assert not list(hars.glob("*.part")) or kills  # a half-written HAR only as a .part, never under its name
