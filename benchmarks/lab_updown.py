@@ -15,12 +15,13 @@ import statistics
 import tempfile
 import time
 
+from benchlab import add_lab_arguments  # benchmarks run as scripts: their directory is on the path
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--prefix", default="dsbench")
-    parser.add_argument("--subnet", default="198.18.16.0/23")
+    add_lab_arguments(parser)
     args = parser.parse_args()
 
     from harness.lab import webcache

@@ -14,6 +14,8 @@ import os
 import statistics
 import time
 
+from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
+
 
 def cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
@@ -26,20 +28,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--switches", type=int, default=10)
     parser.add_argument("--profiles", default="4g,4g-lossy,3g,4g-symmetric,4g-lossy-symmetric,3g-symmetric")
-    parser.add_argument("--prefix", default="dsbench")
-    parser.add_argument("--subnet", default="198.18.16.0/23")
+    add_lab_arguments(parser)
     args = parser.parse_args()
 
-    from harness.lab.config import load_lab_config
-    from harness.lab.lab import Lab
     from harness.shaping import check as checkmod
     from harness.shaping.check import binomial_interval, check_link
     from harness.shaping.profile import load_link_profile
     from harness.shaping.shaper import Shaper
 
-    lab = Lab(load_lab_config().with_overrides(prefix=args.prefix, subnet=args.subnet))
-    lab.down()
-    lab.up()
+    lab = fresh_lab(args)
     shaper = Shaper(lab)
     rows = []
     try:

@@ -16,6 +16,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
+
 
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -26,21 +28,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--network", default="4g-symmetric")
-    parser.add_argument("--prefix", default="dsbench")
-    parser.add_argument("--subnet", default="198.18.16.0/23")
+    add_lab_arguments(parser)
     args = parser.parse_args()
 
     from harness.capture import capture, do53_wire_us, tcp_exchanges
-    from harness.lab.config import load_lab_config
-    from harness.lab.lab import Lab
     from harness.shaping.check import probe_rtt
     from harness.shaping.profile import load_link_profile
     from harness.shaping.shaper import Shaper
     from harness.timer import time_names
 
-    lab = Lab(load_lab_config().with_overrides(prefix=args.prefix, subnet=args.subnet))
-    lab.down()
-    lab.up()
+    lab = fresh_lab(args)
     client, near, ns = lab.client_side(), lab.resolver("near"), lab.config.namespaces["client"]
     names = [f"q{i}.lab.test" for i in range(args.queries)]
     try:

@@ -18,22 +18,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--visits", type=int, default=30, help="visits per arm")
     parser.add_argument("--url", default="https://google.com/")
-    parser.add_argument("--prefix", default="dsbench")
-    parser.add_argument("--subnet", default="198.18.16.0/23")
+    add_lab_arguments(parser)
     args = parser.parse_args()
 
-    from harness.lab.config import load_lab_config
-    from harness.lab.lab import Lab
     from harness.visit import Visitor
 
-    lab = Lab(load_lab_config().with_overrides(prefix=args.prefix, subnet=args.subnet))
-    lab.down()
-    lab.up()
+    lab = fresh_lab(args)
     rows: dict[str, list[dict]] = {"do53": [], "dot": [], "doh": []}
     failures: dict[str, int] = {k: 0 for k in rows}
     try:

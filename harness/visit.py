@@ -24,9 +24,9 @@ from harness.browser.session import GECKODRIVER, BrowserSession, NavigationRepor
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError, require_root
 from harness.internet import InternetSide
-from harness.shaping.shaper import Shaper
 from harness.lab.lab import Lab
 from harness.outcome import ErrorClass, Signals, classify
+from harness.shaping.shaper import Shaper
 
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
 #: beyond this they disagree and the record says so.
@@ -74,7 +74,7 @@ def geckodriver_version() -> str:
 
 
 class Visitor:
-    """Runs visits from the lab's client namespace, one at a time."""
+    """Runs visits from the client namespace of a lab or an Internet side, one at a time."""
 
     def __init__(self, lab: Lab | InternetSide, results_dir: Path, timeout: float = 30.0, margin: float = 10.0,
                  network: str = "wired"):

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.bench import Handshake, LossSweep, handshake, loss_sweep
+from harness.bench import Handshake, LossSweep, Repeat, handshake, loss_sweep, repeat
 from harness.capture import capture, do53_wire_us
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import load_link_profile
@@ -185,3 +185,16 @@ def test_a_truncated_do53_answer_is_retried_over_tcp(lab):
     assert do53[1].transport == "udp"  # the fallback is per answer, not for good
     dot = time_names(client, "dot", near, [f"{BIG_NAME} TXT"])[0]
     assert dot.ok and dot.transport == "tls" and dot.answers == len(BIG_TXT)
+
+
+def test_bench_repeat_reports_mean_and_rsd_per_resolver_and_protocol(lab, tmp_path):
+    result = repeat(lab, [lab.resolver("near"), lab.resolver("far")],
+                    Repeat(source="test", queries=10, name="www.lab.test", protocols=["do53", "doq"]))
+    rows = {(r["resolver"], r["protocol"]): r for r in result.rows}
+    assert set(rows) == {(r, p) for r in ("near", "far") for p in ("do53", "doq")}
+    assert all(r["answered"] == 10 and r["rsd_percent"] is not None for r in rows.values())
+    # far resolves every query at the authoritative over its 40 ms upstream; near answers from memory
+    assert rows[("far", "do53")]["median_ms"] > 30 > 5 > rows[("near", "do53")]["median_ms"]
+    assert len(result.timings) == 4 * 11
+    raw, table = result.save(tmp_path)
+    assert len(raw.read_text().splitlines()) == 44 and "rsd_percent" in table.read_text()

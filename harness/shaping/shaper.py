@@ -8,8 +8,8 @@ import subprocess
 
 from harness import netns
 from harness.errors import HarnessError
-from harness.lab.daemons import Daemon, stop_all
 from harness.internet import InternetSide
+from harness.lab.daemons import Daemon, stop_all
 from harness.lab.lab import Lab
 from harness.lab.topology import CLIENT_IF, SERVER_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF
 from harness.shaping.backend import ShaperPlace, ShapingBackend
