@@ -512,6 +512,86 @@ def net_check(network: str, backend: str, probes: int, seconds: float, congestio
     sys.exit(1 if result.problem or any(v is False for v in result.verdicts.values()) else 0)
 
 
+@main.group()
+def study() -> None:
+    """Study files (profiles/studies/*.toml): check one before crawling it."""
+
+
+@study.command("check")
+@click.argument("name")
+@click.option("--measured", "measured", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A store whose visit times estimate this study's (repeat for several); default: the study's own.")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="The study's store (default results/<study>/store.sqlite).")
+@one_line_errors
+def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None) -> None:
+    """Validate study NAME (a name in profiles/studies or a path), show its plan and whether it fits its duration."""
+    from harness.schedule import estimate
+    from harness.store import Store
+    from harness.study import load_study
+
+    loaded = load_study(name)
+    s = loaded.study
+    console.print(f"{loaded.path}: study '{s.name}' ({s.target}), seed {s.seed}, {s.rounds} round(s)"
+                  + (f" over {s.duration_days:g} days" if s.duration_days else ""))
+    groups: dict[str, int] = {}
+    for site in loaded.sites:
+        groups[site.group] = groups.get(site.group, 0) + 1
+    console.print(f"sites: {len(loaded.sites)} from {loaded.site_list.source} (list {loaded.site_list.list_id or '?'}): "
+                  + ", ".join(f"{g} {n}" for g, n in groups.items()))
+    for note in loaded.site_list.converted_idns[:5]:
+        console.print(f"  IDN converted: {note}")
+    console.print(f"networks: {', '.join(s.networks)}; configurations ({len(s.configurations)}): "
+                  + ", ".join(f"{r}/{p}" for r, p in s.configurations))
+    times: dict[str, list[float]] = {}
+    own = store_path or _default_store(s.name)
+    for path in [*measured, *([own] if own.exists() else [])]:
+        for network, values in Store(path).visit_seconds().items():
+            times.setdefault(network, []).extend(values)
+    console.print(estimate(loaded, times).summary())
+
+
+def _default_store(study_name: str) -> Path:
+    return Path("results") / study_name / "store.sqlite"
+
+
+@main.command("crawl")
+@click.argument("name")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="The results store (default results/<study>/store.sqlite; HARs go beside it).")
+@click.option("--backend", default="auto", show_default=True, type=click.Choice(["auto", "netem", "userspace"]),
+              help="Shaping backend.")
+@internet_option
+@click.option("--profile", "profile", default=None, help="Lab profile (default: the study's lab_profile, else the default lab).")
+@click.option("--prefix", help="Lab name prefix (overrides the profile).")
+@click.option("--subnet", help="IPv4 /23 for the lab (overrides the profile).")
+@one_line_errors
+def crawl(name: str, store_path: Path | None, backend: str, internet: str | None, profile: str | None,
+          prefix: str | None, subnet: str | None) -> None:
+    """Crawl study NAME into its store; run it again to resume where it stopped (Ctrl-C stops after a visit).
+
+    Exit status 0 when the plan is done, 3 when stopped before, 2 on a harness failure.
+    """
+    from harness.crawl import Crawl
+    from harness.store import Store
+    from harness.study import load_study
+
+    loaded = load_study(name)
+    place = _place(internet, profile or loaded.study.lab_profile or DEFAULT_LAB_PROFILE, prefix, subnet)
+    path = store_path or _default_store(loaded.name)
+    summary = Crawl(loaded, Store(path), place, path.parent, backend=backend, console=console).run()
+    _print_summary(summary, path)
+    sys.exit(0 if summary.finished else 3)
+
+
+def _print_summary(summary, path: Path) -> None:
+    rates = ", ".join(f"{n} {len(v) / sum(v) * 3600:.0f}" for n, v in summary.per_network.items() if sum(v))
+    console.print(f"{summary.visits} visits recorded in {summary.seconds / 60:.1f} min ({summary.retried} retried, "
+                  f"{summary.infrastructure} infrastructure failures); {summary.done} of {summary.total} done"
+                  + (f"; visits per hour by network: {rates}" if rates else ""))
+    console.print(f"store: {path}" + ("" if summary.finished else "  (run the same command again to resume)"))
+
+
 @main.command("demo")
 @lab_options
 @one_line_errors

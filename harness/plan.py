@@ -13,14 +13,7 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Site:
-    """One site of a study's list."""
-
-    rank: int
-    domain: str
-    group: str      # "top" or "tail": the reference study's two populations
+from harness.sitelist import Site
 
 
 @dataclass(frozen=True)
@@ -45,10 +38,12 @@ def _rng(seed: int, *key: object) -> random.Random:
     return random.Random("/".join(map(str, (seed, *key))))
 
 
-def make_plan(sites: Sequence[Site], rounds: int, networks: Sequence[str], resolvers: Sequence[str],
-              protocols: Sequence[str], seed: int) -> Iterator[PlannedVisit]:
-    """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice)."""
-    configurations = [(r, p) for r in resolvers for p in protocols]
+def make_plan(sites: Sequence[Site], rounds: int, networks: Sequence[str],
+              configurations: Sequence[tuple[str, str]], seed: int) -> Iterator[PlannedVisit]:
+    """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice).
+
+    ``configurations`` are the (resolver, protocol) pairs each site is visited with.
+    """
     ordinal = block = 0
     for round_ in range(rounds):
         order = list(networks)

@@ -33,6 +33,15 @@ class ResolverProfile(BaseModel):
         return value
 
 
+def protocols_of(name: str) -> set[str]:
+    """The protocols a resolver serves, by name: the host's `default` resolver is Do53 only.
+
+    Lab resolvers and public profiles serve all five (a profile without DoQ or
+    DoH3 endpoints fails in the timer, naming the missing key).
+    """
+    return {"do53"} if name == "default" else {"do53", "dot", "doh", "doq", "doh3"}
+
+
 def available_resolvers() -> list[str]:
     return ["default", *sorted(p.stem for p in RESOLVER_DIR.glob("*.toml"))]
 

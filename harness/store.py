@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.plan import PlannedVisit, Site
+from harness.plan import PlannedVisit
+from harness.sitelist import Site
 
 SCHEMA_VERSION = 1
 
@@ -29,7 +30,8 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE studies (
     study_id TEXT PRIMARY KEY, name TEXT NOT NULL, seed INTEGER NOT NULL,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    config TEXT NOT NULL                        -- the study file, as JSON
+    started_at REAL,                            -- Unix time of the first crawl: rounds are spread from here
+    config TEXT NOT NULL                        -- the study file and the list it resolved to, as JSON
 );
 CREATE TABLE environment (                      -- Firefox, geckodriver, kernel, shaping backend, ...
     study_id TEXT NOT NULL REFERENCES studies, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -58,10 +60,17 @@ CREATE TABLE timings (                          -- one resolution-timer record e
     tcp_setup_us INTEGER, tls_setup_us INTEGER, rcode INTEGER, answers INTEGER,
     status TEXT NOT NULL, transport TEXT, error TEXT, record TEXT NOT NULL
 );
-CREATE TABLE link_checks (                      -- one `net check` per network block
+CREATE TABLE link_checks (                      -- a `net check` at the start of a network block (again on resume)
     study_id TEXT NOT NULL REFERENCES studies, block INTEGER NOT NULL, network TEXT NOT NULL,
     checked_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    backend TEXT, problem TEXT, record TEXT NOT NULL, PRIMARY KEY (study_id, block)
+    backend TEXT, problem TEXT, record TEXT NOT NULL
+);
+CREATE INDEX link_checks_block ON link_checks (study_id, block);
+CREATE TABLE blocks (                           -- a network block whose timer run is stored
+    study_id TEXT NOT NULL REFERENCES studies, block INTEGER NOT NULL, network TEXT NOT NULL,
+    hostnames INTEGER NOT NULL, timer_problem TEXT,
+    timed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (study_id, block)
 );
 """
 
@@ -107,22 +116,27 @@ class Store:
 
     # -- studies and plans ---------------------------------------------------
 
-    def add_study(self, study_id: str, name: str, seed: int, config: dict) -> None:
+    def add_study(self, study_id: str, name: str, seed: int, config: dict, plan: Iterable[PlannedVisit] = ()) -> int:
+        """Write a study and its whole plan in one transaction; returns how many visits were planned."""
         with self._transaction():
             self.db.execute("INSERT INTO studies (study_id, name, seed, config) VALUES (?, ?, ?, ?)",
                             (study_id, name, seed, json.dumps(config, sort_keys=True)))
+            return self._insert_plan(study_id, plan)
 
     def has_study(self, study_id: str) -> bool:
         return self.db.execute("SELECT 1 FROM studies WHERE study_id = ?", (study_id,)).fetchone() is not None
 
     def add_plan(self, study_id: str, plan: Iterable[PlannedVisit]) -> int:
         """Write every planned visit in one transaction; returns how many."""
+        with self._transaction():
+            return self._insert_plan(study_id, plan)
+
+    def _insert_plan(self, study_id: str, plan: Iterable[PlannedVisit]) -> int:
         rows = ((v.ordinal, study_id, v.round, v.block, v.network, v.site.rank, v.site.domain, v.site.group,
                  v.resolver, v.protocol) for v in plan)
-        with self._transaction():
-            before = self.db.total_changes
-            self.db.executemany(f"INSERT INTO visits ({_PLAN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-            return self.db.total_changes - before
+        before = self.db.total_changes
+        self.db.executemany(f"INSERT INTO visits ({_PLAN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        return self.db.total_changes - before
 
     def record_environment(self, study_id: str, values: dict[str, str]) -> None:
         with self._transaction():
@@ -138,7 +152,7 @@ class Store:
         if row is None:
             return None
         ordinal, _, round_, block, network, rank, site, group, resolver, protocol = row
-        return PlannedVisit(ordinal, round_, block, network, Site(rank, site, group), resolver, protocol)
+        return PlannedVisit(ordinal, round_, block, network, Site(site, rank, group), resolver, protocol)
 
     def complete(self, study_id: str, visit: PlannedVisit, record: dict, attempts: int = 0) -> None:
         """Mark ``visit`` done with its record, atomically. Its HAR file must already be in place."""
@@ -155,6 +169,64 @@ class Store:
                  json.dumps(record), study_id, visit.ordinal))
             if done.rowcount != 1:
                 raise HarnessError(f"visit {visit.ordinal} of study {study_id} is not planned: it was done before")
+
+    def study_config(self, study_id: str) -> dict | None:
+        row = self.db.execute("SELECT config FROM studies WHERE study_id = ?", (study_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def started_at(self, study_id: str, now: float) -> float:
+        """When the crawl first started (``now`` if this is its first start)."""
+        with self._transaction():
+            self.db.execute("UPDATE studies SET started_at = ? WHERE study_id = ? AND started_at IS NULL",
+                            (now, study_id))
+            return self.db.execute("SELECT started_at FROM studies WHERE study_id = ?", (study_id,)).fetchone()[0]
+
+    def add_link_check(self, study_id: str, block: int, network: str, check: dict) -> None:
+        with self._transaction():
+            self.db.execute("INSERT INTO link_checks (study_id, block, network, backend, problem, record) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
+                            (study_id, block, network, check.get("backend"), check.get("problem"), json.dumps(check)))
+
+    def block_timed(self, study_id: str, block: int) -> bool:
+        return self.db.execute("SELECT 1 FROM blocks WHERE study_id = ? AND block = ?",
+                               (study_id, block)).fetchone() is not None
+
+    def block_hars(self, study_id: str, block: int) -> list[str]:
+        return [r[0] for r in self.db.execute(
+            "SELECT har_path FROM visits WHERE study_id = ? AND block = ? AND har_path IS NOT NULL ORDER BY ordinal",
+            (study_id, block))]
+
+    def add_block_timings(self, study_id: str, block: int, network: str, hostnames: int, timings: Iterable[dict],
+                          problem: str | None = None) -> None:
+        """A block's timer records and the mark that the block is timed, in one transaction."""
+        rows = [(study_id, block, network, t["resolver"], t["protocol"], t["name"], t["type"], t["start"],
+                 t.get("duration_us"), int(bool(t.get("new_connection"))), t.get("tcp_setup_us"),
+                 t.get("tls_setup_us"), t.get("rcode"), t.get("answers"), t["status"], t.get("transport"),
+                 t.get("error"), json.dumps(t)) for t in timings]
+        with self._transaction():
+            self.db.executemany("INSERT INTO timings (study_id, block, network, resolver, protocol, name, type, start, "
+                                "duration_us, new_connection, tcp_setup_us, tls_setup_us, rcode, answers, status, "
+                                "transport, error, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            self.db.execute("INSERT INTO blocks (study_id, block, network, hostnames, timer_problem) "
+                            "VALUES (?, ?, ?, ?, ?)", (study_id, block, network, hostnames, problem))
+
+    def visit_seconds(self, study_id: str | None = None) -> dict[str, list[float]]:
+        """Wall time of every done visit, per network (from this study, or from every study in the store)."""
+        rows = self.db.execute(
+            "SELECT network, json_extract(record, '$.wall_s') FROM visits WHERE status = 'done' "
+            "AND (? IS NULL OR study_id = ?)", (study_id, study_id))
+        times: dict[str, list[float]] = {}
+        for network, wall in rows:
+            if wall is not None:
+                times.setdefault(network, []).append(float(wall))
+        return times
+
+    def success_by_configuration(self, study_id: str) -> dict[tuple[str, str], tuple[int, int]]:
+        """(successful, counted) visits per (resolver, protocol) so far."""
+        rows = self.db.execute(
+            "SELECT resolver, protocol, SUM(error_class = 'Successful'), SUM(counted) FROM visits "
+            "WHERE study_id = ? AND status = 'done' GROUP BY resolver, protocol", (study_id,))
+        return {(r, p): (ok or 0, n or 0) for r, p, ok, n in rows}
 
     def progress(self, study_id: str) -> tuple[int, int]:
         """(visits done, visits planned in all)."""

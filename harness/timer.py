@@ -146,7 +146,9 @@ def start_timer(client: ClientSide, protocol: str, resolver: Resolver, settings:
     if duration_s:
         argv += ["--duration-s", f"{duration_s:g}"]
     argv = netns.command(client.namespace, argv)
-    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A session of its own: a Ctrl-C meant for the crawl must not kill a timer mid-block.
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
 
 
 def parse_output(proc: subprocess.Popen[str], stdout: str, stderr: str) -> list[Timing]:

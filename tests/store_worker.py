@@ -1,6 +1,6 @@
 """A stand-in crawl loop for the resume test: takes the next planned visit, writes its HAR, records it.
 
-Run as `python -m tests.store_worker STORE STUDY HARDIR`; the test kills it with SIGKILL at random moments.
+Run as `python tests/store_worker.py STORE STUDY HARDIR`; the test kills it with SIGKILL at random moments.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from harness.store import Store
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run by path: the project on the path
+from harness.store import Store  # noqa: E402
 
 
 def main() -> None:

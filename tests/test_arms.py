@@ -33,7 +33,7 @@ def test_every_protocol_has_an_arm():
 def test_proof_accepts_the_arms_own_transport_only():
     arm = make_arm("dot", RESOLVER, CLIENT)
     after = dict(zero(), dot=42)
-    proof = judge("dot", arm.transport, zero(), after, packets(dns53_loopback=42, dot_resolver=50, dot_any=50),
+    proof = judge("dot", arm.transport, zero(), after, packets(dns53_loopback=42, dot_resolver=50, dot_new_any=1),
                   arm.client_required, arm.client_forbidden)
     assert proof.valid and proof.on_arm == 42 and proof.off_arm == 0
 

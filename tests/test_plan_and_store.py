@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 from collections import Counter
 
 import pytest
@@ -16,12 +17,15 @@ from harness.errors import HarnessError
 from harness.plan import Site, make_plan
 from harness.store import SCHEMA_VERSION, Store
 
-SITES = [Site(i + 1, f"site{i}.test", "top" if i < 6 else "tail") for i in range(10)]
-NETWORKS, RESOLVERS, PROTOCOLS = ["wired", "4g", "3g"], ["near", "far"], ["do53", "dot", "doh"]
+SITES = [Site(f"site{i}.test", i + 1, "top" if i < 6 else "tail") for i in range(10)]
+# By path, not `-m tests.store_worker`: the tranco package installs a top-level `tests` package.
+WORKER = [sys.executable, str(Path(__file__).with_name("store_worker.py"))]
+NETWORKS = ["wired", "4g", "3g"]
+CONFIGURATIONS = [(r, p) for r in ("near", "far") for p in ("do53", "dot", "doh")]
 
 
 def plan(seed: int = 1, rounds: int = 2):
-    return list(make_plan(SITES, rounds, NETWORKS, RESOLVERS, PROTOCOLS, seed))
+    return list(make_plan(SITES, rounds, NETWORKS, CONFIGURATIONS, seed))
 
 
 def test_the_plan_has_every_visit_once_in_network_blocks():
@@ -89,12 +93,12 @@ def test_killed_at_random_moments_the_crawl_loses_and_repeats_nothing(tmp_path):
     path, hars = tmp_path / "crawl.sqlite", tmp_path / "hars"
     store = Store(path)
     store.add_study("s1", "test", 7, {})
-    planned = store.add_plan("s1", make_plan(SITES, 100, NETWORKS, RESOLVERS, PROTOCOLS, 7))
+    planned = store.add_plan("s1", make_plan(SITES, 100, NETWORKS, CONFIGURATIONS, 7))
     store.close()
     rng = random.Random(2019)
     kills = 0
     for _ in range(60):
-        worker = subprocess.Popen([sys.executable, "-m", "tests.store_worker", str(path), "s1", str(hars)],
+        worker = subprocess.Popen(WORKER + [str(path), "s1", str(hars)],
                                   cwd=os.getcwd())
         try:
             worker.wait(timeout=rng.uniform(0.15, 0.5))
@@ -104,7 +108,7 @@ def test_killed_at_random_moments_the_crawl_loses_and_repeats_nothing(tmp_path):
             worker.wait()
             kills += 1
     else:
-        subprocess.run([sys.executable, "-m", "tests.store_worker", str(path), "s1", str(hars)], check=True,
+        subprocess.run(WORKER + [str(path), "s1", str(hars)], check=True,
                        timeout=120)
     assert kills >= 3, "the worker finished before it could be killed: make the plan larger"
     store = Store(path)

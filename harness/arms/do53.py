@@ -9,7 +9,7 @@ class Do53Arm(DnsArm):
     protocol = "do53"
     transport = "do53"
     client_required = ("dns53_resolver",)
-    client_forbidden = ("dns53_loopback", "dns53_other", "dot_any", "https_resolver")
+    client_forbidden = ("dns53_loopback", "dns53_other", "dot_new_any", "https_connections")
 
     def start(self) -> None:
         self.client.set_system_resolver(self.resolver.address)

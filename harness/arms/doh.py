@@ -9,7 +9,7 @@ class DohArm(DnsArm):
     protocol = "doh"
     transport = "doh"
     client_required = ("https_resolver",)
-    client_forbidden = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_any")
+    client_forbidden = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_new_any")
 
     def start(self) -> None:
         # Anything that bypassed TRR would meet a dead resolver and show in the counters.

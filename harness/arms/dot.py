@@ -25,7 +25,7 @@ class DotArm(DnsArm):
     protocol = "dot"
     transport = "dot"
     client_required = ("dns53_loopback", "dot_resolver")
-    client_forbidden = ("dns53_resolver", "dns53_other", "dot_other", "https_resolver")
+    client_forbidden = ("dns53_resolver", "dns53_other", "dot_other", "https_connections")
 
     def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
         super().__init__(resolver, client, persistent)

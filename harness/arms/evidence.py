@@ -4,6 +4,12 @@ Two independent sources: the resolver's own per-transport query counters
 (unbound's extended statistics, read without resetting them) and packet
 counters on the client namespace's output path (nftables), which also see
 queries that went to any other server.
+
+A forbidden TCP transport is counted by its new connections (SYNs), not
+its packets: under a shaped link the previous visit's stub or browser is
+still closing its connection (FIN, ACK) when the next visit starts, and
+that is not the next visit using the transport. Any query over TCP needs a
+new connection, since every visit starts its arm and browser afresh.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from harness.errors import HarnessError
 
 TABLE = "dnsstudy_proof"
 TRANSPORTS = ("do53", "dot", "doh")
-CLIENT_COUNTERS = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_resolver", "dot_other", "dot_any",
+CLIENT_COUNTERS = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_resolver", "dot_other", "dot_new_any",
                    "https_resolver", "dot_connections", "https_connections")
 
 
@@ -59,9 +65,11 @@ table inet {TABLE} {{
     ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport 53 counter name dns53_loopback
     ip daddr {resolver} meta l4proto {{ tcp, udp }} th dport 53 counter name dns53_resolver
     ip daddr != 127.0.0.0/8 ip daddr != {resolver} meta l4proto {{ tcp, udp }} th dport 53 counter name dns53_other
-    meta l4proto {{ tcp, udp }} th dport 853 counter name dot_any
+    tcp dport 853 tcp flags & (syn | ack) == syn counter name dot_new_any
+    udp dport 853 counter name dot_new_any
     ip daddr {resolver} meta l4proto {{ tcp, udp }} th dport 853 counter name dot_resolver
-    ip daddr != {resolver} meta l4proto {{ tcp, udp }} th dport 853 counter name dot_other
+    ip daddr != {resolver} tcp dport 853 tcp flags & (syn | ack) == syn counter name dot_other
+    ip daddr != {resolver} udp dport 853 counter name dot_other
     ip daddr {resolver} tcp dport 443 counter name https_resolver
     ip daddr {resolver} tcp dport 853 tcp flags & (syn | ack) == syn counter name dot_connections
     ip daddr {resolver} tcp dport 443 tcp flags & (syn | ack) == syn counter name https_connections

@@ -1,0 +1,317 @@
+"""The crawl loop: a study's plan, visit after visit, into the store; resumable at any moment.
+
+Visits run in plan order. A network block starts by shaping the link once
+and checking it (the check is stored next to the visits); it ends by timing
+every hostname the block's pages met, under the same link. A harness
+failure (dead stub, dead delayer, crashed browser) is retried up to the
+study's bound and then recorded as an Infrastructure Failure, never as a
+protocol result; a dead lab stops the crawl with the visit still planned.
+Ctrl-C (or SIGTERM) stops after the current visit; a second Ctrl-C stops
+at once, which loses nothing either, because a visit is recorded in one
+transaction after its HAR is in place.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from harness.errors import HarnessError
+from harness.internet import InternetSide
+from harness.lab.daemons import kill_namespace_processes
+from harness.lab.lab import Lab
+from harness.plan import PlannedVisit
+from harness.schedule import estimate, round_start
+from harness.shaping.check import check_link, read_sysctl
+from harness.shaping.profile import LinkProfile, load_link_profile
+from harness.shaping.shaper import Shaper
+from harness.store import Store
+from harness.study import LoadedStudy, check_lab_resolvers
+from harness.timer import TimerSettings, hostnames_from_hars, shuffled, time_names
+from harness.visit import VisitResult, Visitor
+
+
+class CrawlHalted(HarnessError):
+    """The harness itself is broken (the lab died, the link cannot be shaped): stop, keep the visit planned."""
+
+
+@dataclass
+class CrawlSummary:
+    """What one run of the crawl did."""
+
+    visits: int = 0                 # recorded in this run
+    retried: int = 0                # harness failures that were retried
+    infrastructure: int = 0         # recorded as Infrastructure Failure after the retries
+    blocks_timed: int = 0
+    stopped: bool = False           # by Ctrl-C / SIGTERM, before the plan was done
+    done: int = 0
+    total: int = 0
+    seconds: float = 0.0
+    per_network: dict[str, list[float]] = field(default_factory=dict)  # wall times of this run's visits
+
+    @property
+    def finished(self) -> bool:
+        return self.done == self.total
+
+
+class Crawl:
+    """One study's crawl on a lab or an Internet side, into one store."""
+
+    def __init__(self, loaded: LoadedStudy, store: Store, place: Lab | InternetSide, results_dir: Path,
+                 backend: str = "auto", console: Console | None = None):
+        target = "internet" if isinstance(place, InternetSide) else "lab"
+        if loaded.study.target != target:
+            raise HarnessError(f"{loaded.path}: target: the study is for the {loaded.study.target}, "
+                               f"but the crawl was given the {target}")
+        if not place.status().healthy:
+            raise HarnessError(f"{place.config.prefix} is not up and healthy: run 'dnsstudy "
+                               f"{'lab' if target == 'lab' else 'internet'} up'")
+        if target == "lab":
+            check_lab_resolvers(loaded, [r.name for r in place.config.settings.resolvers])
+        self.loaded, self.study, self.store, self.place = loaded, loaded.study, store, place
+        self.study_id = loaded.name
+        self.results_dir = results_dir
+        self.shaper = Shaper(place, backend)
+        self.console = console or Console()
+        self.stopping = False
+        self._pid = os.getpid()
+        self.links: dict[str, LinkProfile] = {n: load_link_profile(n) for n in self.study.networks}
+
+    # -- before the first visit -------------------------------------------------
+
+    def prepare(self) -> int:
+        """Store the study and its plan (first run), or check the store holds this very study; returns visits planned."""
+        config = self.loaded.record()
+        existing = self.store.study_config(self.study_id)
+        if existing is None:
+            return self.store.add_study(self.study_id, self.study.name, self.study.seed, config, self.loaded.plan())
+        changed = sorted(k for k in set(config["study"]) | set(existing["study"])
+                         if config["study"].get(k) != existing["study"].get(k))
+        if existing.get("list") != config["list"]:
+            changed.append("the site list")
+        if changed:
+            raise HarnessError(f"{self.store.path} holds study '{self.study_id}' with another configuration "
+                               f"(differs in: {', '.join(changed)}); give the crawl another --store")
+        return self.store.progress(self.study_id)[1]
+
+    def environment(self, visitor: Visitor) -> dict[str, str]:
+        ns = self.place.config.namespaces
+        env = {**visitor.versions, "kernel": platform.release(), "python": platform.python_version(),
+               "shaping_backend": self.shaper.choose_backend(), "place": f"{self.study.target}:{self.place.config.prefix}"}
+        for role in ("client", "server"):
+            if role in ns:
+                env[f"congestion_control_{role}"] = read_sysctl(ns[role], "net.ipv4.tcp_congestion_control")
+        return env
+
+    # -- the loop --------------------------------------------------------------------
+
+    def run(self, visitor: Visitor | None = None) -> CrawlSummary:
+        """Run the crawl until the plan is done, Ctrl-C, or a harness failure (CrawlHalted)."""
+        started = time.monotonic()
+        summary = CrawlSummary()
+        self.prepare()
+        self._clean_up_after_a_kill()
+        visitor = visitor or Visitor(self.place, self.results_dir, timeout=self.study.page_load_timeout_s)
+        self.store.record_environment(self.study_id, self.environment(visitor))
+        first_start = self.store.started_at(self.study_id, time.time())
+        done, total = self.store.progress(self.study_id)
+        self.console.print(f"study {self.study_id}: {done} of {total} visits done; "
+                           f"{estimate(self.loaded, self.store.visit_seconds(self.study_id)).summary()}")
+        previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
+        task = progress.add_task(self.study_id, total=total, completed=done)
+        try:
+            with Live(Group(progress, self._success_table()), console=self.console, refresh_per_second=2,
+                      transient=False) as live:
+                self._time_untimed_blocks(summary)
+                block = None
+                while not self.stopping and (visit := self.store.next_planned(self.study_id)) is not None:
+                    if visit.block != block:
+                        if block is not None:
+                            self._finish_block(block, summary)
+                        block = visit.block
+                        if not self._start_block(visit, first_start, visitor):
+                            break
+                    progress.update(task, description=f"{self.study_id} r{visit.round} {visit.network} "
+                                                      f"{visit.resolver}/{visit.protocol}")
+                    if self._visit(visit, visitor, summary):
+                        progress.advance(task)
+                        live.update(Group(progress, self._success_table()))
+                if not self.stopping and block is not None:
+                    self._finish_block(block, summary)
+                # Blocks whose visits were all done before a kill, but not their timer run.
+                self._time_untimed_blocks(summary)
+            self.console.print()
+        finally:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
+        summary.done, summary.total = self.store.progress(self.study_id)
+        summary.stopped = self.stopping and not summary.finished
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    def _clean_up_after_a_kill(self) -> None:
+        """A crawl killed mid-visit leaves its browser, driver and stub running in the client namespace
+        (they have sessions of their own, so that a Ctrl-C reaches only the crawl); nothing else lives there."""
+        killed = kill_namespace_processes([self.place.config.namespaces["client"]])
+        for work in (self.place.run_dir / "visits").glob("visit-*"):
+            shutil.rmtree(work, ignore_errors=True)
+        if killed:
+            self.console.print(f"stopped {len(killed)} processes an interrupted crawl left in the client namespace")
+
+    def _on_signal(self, signum, frame) -> None:
+        if os.getpid() != self._pid:  # a forked helper (pyroute2's namespace workers) being stopped
+            os._exit(128 + signum)
+        if self.stopping:  # the second Ctrl-C: stop now; the store is consistent at every instant
+            raise KeyboardInterrupt
+        self.stopping = True
+        self.console.print("stopping after the current visit (Ctrl-C again to stop now)")
+
+    def _start_block(self, visit: PlannedVisit, first_start: float, visitor: Visitor) -> bool:
+        """Wait for the round's start, shape the link, check it; False if stopped while waiting."""
+        not_before = round_start(self.loaded, visit.round, first_start)
+        if time.time() < not_before:
+            self.console.print(f"round {visit.round} starts at {time.strftime('%Y-%m-%d %H:%M', time.localtime(not_before))}")
+            while time.time() < not_before and not self.stopping:
+                time.sleep(min(5.0, not_before - time.time()))
+            if self.stopping:
+                return False
+        link = self.links[visit.network]
+        visitor.network = visit.network
+        for attempt in (1, 2):
+            self.shaper.apply(link)
+            check = self._check_link(link)
+            self.store.add_link_check(self.study_id, visit.block, visit.network, check)
+            if check.get("problem") is None:
+                break
+            self.shaper.clear()  # a broken link: rebuild it once from scratch
+        else:
+            raise CrawlHalted(f"network {visit.network}: the link check failed twice ({check['problem']}); "
+                              "the crawl stopped with the visit still planned")
+        missed = [k for k, ok in check.get("verdicts", {}).items() if ok is False]
+        rtt = check.get("rtt_mean_ms")
+        self.console.print(f"block {visit.block}: {visit.network} ({check.get('backend')} backend)"
+                           + (f", RTT {rtt:g} ms" if rtt is not None else "")
+                           + (f"; off target: {', '.join(missed)}" if missed else ", on target"))
+        return True
+
+    def _check_link(self, link: LinkProfile) -> dict:
+        backend = (self.shaper.state() or {}).get("backend")
+        if isinstance(self.place, Lab):
+            s = self.study.link_check
+            check = check_link(self.place, link, backend, probes=s.probes, seconds=s.seconds).to_dict()
+        else:  # no echo or iperf3 peer on the Internet: the timer's RTTs are the check there
+            check = {"profile": link.name, "backend": backend, "problem": None,
+                     "note": "Internet side: no probe peer; only the shaping daemons are checked"}
+        check["problem"] = check.get("problem") or self.shaper.problem()
+        return check
+
+    def _visit(self, visit: PlannedVisit, visitor: Visitor, summary: CrawlSummary) -> bool:
+        """Run one planned visit (retrying harness failures) and record it; False if left planned."""
+        retries = self.study.infrastructure_retries
+        failed: list[dict] = []  # the harness failures retried, kept with the record
+        for attempt in range(retries + 1):
+            if attempt:
+                summary.retried += 1
+                self.shaper.apply(self.links[visit.network])  # re-applies only if a delayer died
+            result = visitor.visit_once(visit.url, visit.protocol, visit.resolver)
+            if result.error_class != "Successful" and not self.place.status().healthy:
+                # A dead resolver or web server would look like a protocol failure: never record that.
+                dead = ", ".join(self.place.status().dead)
+                _discard_har(result)
+                raise CrawlHalted(f"{self.place.config.prefix}: daemons died ({dead}); the crawl stopped with "
+                                  f"visit {visit.ordinal} still planned: bring the lab up again and resume")
+            if result.counted:
+                break
+            if self.stopping:  # the failure may be the stop itself: run the visit again on resume
+                _discard_har(result)
+                return False
+            if attempt < retries:
+                _discard_har(result)
+                failed.append({"error_class": result.error_class, "detail": result.detail,
+                               "started_at": result.started_at})
+        else:
+            summary.infrastructure += 1
+        record = result.to_dict()
+        record.update(round=visit.round, block=visit.block, rank=visit.site.rank, site_group=visit.site.group,
+                      retried=failed)
+        self.store.complete(self.study_id, visit, record, attempts=attempt)
+        summary.visits += 1
+        summary.per_network.setdefault(visit.network, []).append(result.wall_s)
+        return True
+
+    # -- after a block -------------------------------------------------------------------
+
+    def _finish_block(self, block: int, summary: CrawlSummary) -> None:
+        if self.study.timer.enabled and not self.store.block_timed(self.study_id, block):
+            self._time_block(block, summary)
+
+    def _time_untimed_blocks(self, summary: CrawlSummary) -> None:
+        """Time blocks whose visits are all done but whose timer run was lost to a kill."""
+        if not self.study.timer.enabled:
+            return
+        rows = self.store.db.execute(
+            "SELECT block, MIN(network) FROM visits WHERE study_id = ? GROUP BY block "
+            "HAVING SUM(status = 'planned') = 0 AND block NOT IN (SELECT block FROM blocks WHERE study_id = ?) "
+            "ORDER BY block", (self.study_id, self.study_id)).fetchall()
+        for block, network in rows:
+            if self.stopping:
+                return
+            self.shaper.apply(self.links[network])
+            self._time_block(block, summary)
+
+    def _time_block(self, block: int, summary: CrawlSummary) -> None:
+        """Time every hostname of the block's HARs, per resolver and protocol, under the block's link."""
+        network = self.store.db.execute("SELECT network FROM visits WHERE study_id = ? AND block = ? LIMIT 1",
+                                        (self.study_id, block)).fetchone()[0]
+        names = hostnames_from_hars(Path(p) for p in self.store.block_hars(self.study_id, block))
+        t = self.study.timer
+        settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms)
+        pairs = shuffled([f"{r}/{p}" for r, p in self.study.timer_pairs],
+                         self.study.seed, "timer", str(block))
+        records: list[dict] = []
+        problems: list[str] = []
+        started = time.monotonic()
+        for pair in pairs if names else []:
+            if self.stopping:
+                return  # the block is timed again on resume, whole
+            resolver_name, protocol = pair.split("/")
+            try:
+                timings = time_names(self.place.client_side(), protocol, self.place.resolver(resolver_name),
+                                     shuffled(names, self.study.seed, str(block), pair), settings)
+            except HarnessError as exc:
+                problems.append(f"{pair}: {exc}")
+                continue
+            records += [{**x.to_dict(), "network": network} for x in timings]
+        self.store.add_block_timings(self.study_id, block, network, len(names), records,
+                                     "; ".join(problems) or None)
+        summary.blocks_timed += 1
+        self.console.print(f"block {block}: timed {len(names)} hostnames x {len(pairs)} resolver/protocol pairs "
+                           f"in {time.monotonic() - started:.0f} s" + (f"; problems: {'; '.join(problems)}" if problems else ""))
+
+    def _success_table(self) -> Table:
+        table = Table("configuration", "visits", "successful", box=None, pad_edge=False)
+        rates = self.store.success_by_configuration(self.study_id)
+        for resolver, protocol in self.study.configurations:
+            ok, counted = rates.get((resolver, protocol), (0, 0))
+            table.add_row(f"{resolver} {protocol}", str(counted), f"{100 * ok / counted:.0f} %" if counted else "-")
+        return table
+
+
+def _discard_har(result: VisitResult) -> None:
+    """A visit that is not recorded leaves no HAR behind."""
+    if result.har_path:
+        Path(result.har_path).unlink(missing_ok=True)

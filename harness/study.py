@@ -1,0 +1,232 @@
+"""A study file (profiles/studies/*.toml): which sites, how often, over which networks, resolvers and protocols.
+
+The same file format drives a lab crawl and an Internet crawl; only the
+site list and resolver names differ. Everything is validated at load, and
+an error names the file, the line and the key. Sites are resolved from the
+list here, so a crawl never starts with a selection the list cannot fill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.errors import HarnessError
+from harness.paths import PROJECT_ROOT, project_path
+from harness.plan import PlannedVisit, make_plan
+from harness.profile import line_of, load_profile
+from harness.resolvers import available_resolvers, protocols_of
+from harness.shaping.profile import available_profiles
+from harness.sitelist import RankedList, Site, fetch_tranco, load_tranco
+
+STUDY_DIR = PROJECT_ROOT / "profiles" / "studies"
+TRANCO_CACHE = PROJECT_ROOT / "tranco" / "cache"
+BROWSER_PROTOCOLS = ("do53", "dot", "doh")
+TIMER_PROTOCOLS = ("do53", "dot", "doh", "doq", "doh3")
+
+
+class Selection(BaseModel):
+    """A rank range of the list, and the name its sites go by in the results (e.g. "top", "tail")."""
+
+    model_config = ConfigDict(extra="forbid")
+    group: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    ranks: tuple[int, int]
+    every: int = Field(default=1, ge=1)   # take every n-th rank: a sample spread over the range
+
+    @field_validator("ranks")
+    @classmethod
+    def _ordered(cls, value: tuple[int, int]) -> tuple[int, int]:
+        if value[0] < 1 or value[1] < value[0]:
+            raise ValueError("must be [first, last] with 1 <= first <= last")
+        return value
+
+
+class SiteSource(BaseModel):
+    """Where the sites come from: a list file (CSV or zip) or a Tranco list ID."""
+
+    model_config = ConfigDict(extra="forbid")
+    list_file: str | None = Field(default=None, alias="list")  # a Tranco-format CSV, or the zip Tranco serves
+    tranco_id: str | None = None          # downloaded with the tranco package and cached
+    list_id: str | None = None            # the list's Tranco ID, if the file name does not carry it
+    list_date: str | None = None          # the day the list was published, for the record
+    select: list[Selection] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "SiteSource":
+        if (self.list_file is None) == (self.tranco_id is None):
+            raise ValueError("give exactly one of 'list' (a file) and 'tranco_id'")
+        return self
+
+
+class LinkCheckSettings(BaseModel):
+    """The link check run at the start of every network block (lab only; see docs/network.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    probes: int = Field(default=200, ge=200)
+    seconds: float = Field(default=2.0, gt=0, le=60)   # iperf3 time per direction
+
+
+class TimerStudySettings(BaseModel):
+    """The resolution timer run after every block over the block's hostnames."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    protocols: list[Literal["do53", "dot", "doh", "doq", "doh3"]] | None = None  # default: the study's
+    timeout_ms: int = Field(default=5000, ge=1)
+    idle_timeout_ms: int = Field(default=10000, ge=0)
+
+
+class Study(BaseModel):
+    """A study file, validated."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = Field(min_length=1)
+    source: str = ""                       # where the design comes from, if it reproduces one
+    target: Literal["lab", "internet"]
+    lab_profile: str | None = None         # lab studies: the lab they run against (default: profiles/lab/default.toml)
+    seed: int
+    rounds: int = Field(ge=1)
+    duration_days: float | None = Field(default=None, gt=0)  # spread the rounds over this long
+    networks: list[str] = Field(min_length=1)
+    resolvers: list[str] = Field(min_length=1)
+    protocols: list[Literal["do53", "dot", "doh"]] = Field(min_length=1)
+    page_load_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    infrastructure_retries: int = Field(default=2, ge=0, le=10)
+    sites: SiteSource
+    link_check: LinkCheckSettings = LinkCheckSettings()
+    timer: TimerStudySettings = TimerStudySettings()
+
+    @field_validator("networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        known = available_profiles()
+        for name in value:
+            if name not in known:
+                raise ValueError(f"no network profile '{name}' (profiles/network has: {', '.join(known)})")
+        return _distinct(value)
+
+    @field_validator("resolvers", "protocols")
+    @classmethod
+    def _distinct_values(cls, value: list[str]) -> list[str]:
+        return _distinct(value)
+
+    @model_validator(mode="after")
+    def _internet_resolvers(self) -> "Study":
+        if self.lab_profile and self.target != "lab":
+            raise ValueError("lab_profile: only a study whose target is the lab names a lab profile")
+        if self.lab_profile and not project_path(self.lab_profile).exists():
+            raise ValueError(f"lab_profile: no such file: {self.lab_profile}")
+        if self.target == "internet":
+            known = available_resolvers()
+            for name in self.resolvers:
+                if name not in known:
+                    raise ValueError(f"resolvers: no resolver profile '{name}' (have: {', '.join(known)})")
+        return self
+
+    @property
+    def configurations(self) -> list[tuple[str, str]]:
+        """(resolver, protocol) pairs visited: every pair the resolver serves (`default` is Do53 only)."""
+        return [(r, p) for r in self.resolvers for p in self.protocols if p in protocols_of(r)]
+
+    @property
+    def timer_pairs(self) -> list[tuple[str, str]]:
+        """(resolver, protocol) pairs the timer runs after each block."""
+        return [(r, p) for r in self.resolvers for p in (self.timer.protocols or self.protocols) if p in protocols_of(r)]
+
+
+def _distinct(value: list[str]) -> list[str]:
+    seen = [v for i, v in enumerate(value) if v in value[:i]]
+    if seen:
+        raise ValueError(f"'{seen[0]}' is listed twice")
+    return value
+
+
+@dataclass
+class LoadedStudy:
+    """A study with its sites resolved from the list."""
+
+    path: Path
+    study: Study
+    sites: list[Site]
+    site_list: RankedList
+
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+    def plan(self) -> list[PlannedVisit]:
+        s = self.study
+        return list(make_plan(self.sites, s.rounds, s.networks, s.configurations, s.seed))
+
+    @property
+    def visit_count(self) -> int:
+        return len(self.sites) * self.study.rounds * len(self.study.networks) * len(self.study.configurations)
+
+    def record(self) -> dict:
+        """What the store keeps as the study's configuration: the file, and the list it resolved to."""
+        return {"study": self.study.model_dump(mode="json", by_alias=True), "file": str(self.path),
+                "list": {"source": self.site_list.source, "list_id": self.site_list.list_id,
+                         "list_date": self.study.sites.list_date, "sites": len(self.sites),
+                         "converted_idns": self.site_list.converted_idns}}
+
+
+def study_path(name_or_path: str) -> Path:
+    """A study by name (profiles/studies/NAME.toml) or by path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml" and "/" not in name_or_path:
+        path = STUDY_DIR / f"{name_or_path}.toml"
+        if not path.exists():
+            known = ", ".join(sorted(p.stem for p in STUDY_DIR.glob("*.toml")))
+            raise HarnessError(f"no study '{name_or_path}' (profiles/studies has: {known})")
+    return path
+
+
+def load_study(name_or_path: str, tranco_cache: Path = TRANCO_CACHE) -> LoadedStudy:
+    """Load and validate a study file, and resolve its sites; errors name file, line and key."""
+    path = study_path(name_or_path)
+    study = load_profile(path, Study)
+    text = path.read_text(encoding="utf-8")
+
+    def fail(key: tuple[str | int, ...], message: str) -> HarnessError:
+        number = line_of(text, key)
+        where = f"{path}:{number}" if number else str(path)
+        return HarnessError(f"{where}: {'.'.join(map(str, key))}: {message}")
+
+    source = study.sites
+    if source.list_file is not None:
+        list_file = project_path(source.list_file)
+        if not list_file.exists():
+            raise fail(("sites", "list"), f"no such file: {list_file}")
+        ranked = load_tranco(list_file, source.list_id)
+    else:
+        ranked = load_tranco(fetch_tranco(source.tranco_id, tranco_cache), source.tranco_id)
+    sites: list[Site] = []
+    taken: dict[int, int] = {}
+    for index, selection in enumerate(source.select):
+        first, last = selection.ranks
+        chosen = ranked.select(first, last, selection.group)[::selection.every]
+        if not chosen:
+            raise fail(("sites", "select", index, "ranks"),
+                       f"the list {ranked.source} has no site ranked {first}-{last}")
+        for site in chosen:
+            if site.rank in taken:
+                raise fail(("sites", "select", index, "ranks"),
+                           f"rank {site.rank} is also in selection {taken[site.rank]}: selections must not overlap")
+            taken[site.rank] = index
+        sites += chosen
+    return LoadedStudy(path=path, study=study, sites=sites, site_list=ranked)
+
+
+def check_lab_resolvers(loaded: LoadedStudy, lab_resolvers: list[str]) -> None:
+    """A lab study's resolvers must be the lab's; the error names the study file's line."""
+    text = loaded.path.read_text(encoding="utf-8")
+    for name in loaded.study.resolvers:
+        if name not in lab_resolvers:
+            number = line_of(text, ("resolvers",))
+            raise HarnessError(f"{loaded.path}:{number}: resolvers: the lab has no resolver '{name}' "
+                               f"(it has: {', '.join(lab_resolvers)})")
+

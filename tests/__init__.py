@@ -1,0 +1,1 @@
+"""The test suite (a regular package: the tranco wheel installs a top-level `tests` package that would shadow a namespace one)."""
