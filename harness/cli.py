@@ -592,26 +592,86 @@ def _print_summary(summary, path: Path) -> None:
     console.print(f"store: {path}" + ("" if summary.finished else "  (run the same command again to resume)"))
 
 
-@main.command("demo")
-@lab_options
+@main.command("analyze")
+@click.argument("stores", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output directory (default: 'report' beside the first store).")
+@click.option("--profile", "analysis_profile", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Analysis profile (default profiles/analysis/paper-2019.toml).")
 @one_line_errors
-def demo(profile: str, prefix: str | None, subnet: str | None) -> None:
-    """The main job on the lab: bring it up, check every service, print its state, bring it down."""
-    from harness.lab.lab import Lab
+def analyze_command(stores: tuple[Path, ...], out: Path | None, analysis_profile: Path | None) -> None:
+    """Figures (PNG, PDF), tables (Markdown, CSV, LaTeX) and report.html from one or more results stores."""
+    _analyze(list(stores), out or stores[0].parent / "report", analysis_profile)
 
-    the_lab = Lab(_config(profile, prefix, subnet))
-    start = time.monotonic()
-    started = the_lab.up()
+
+def _analyze(stores: list[Path], out: Path, analysis_profile: Path | None = None) -> Path:
+    from analysis.report import ResultsError, analyze
+    from analysis.settings import DEFAULT_PROFILE
+
     try:
-        console.print(f"lab {the_lab.config.prefix} {'up' if started else 'was already up'} "
-                      f"in {time.monotonic() - start:.1f} s")
-        ok = _print_checks(the_lab.run_checks())
-        _print_status(the_lab.status())
+        report = analyze(stores, out, analysis_profile or DEFAULT_PROFILE)
+    except (ResultsError, ValueError) as exc:
+        raise HarnessError(str(exc)) from None
+    console.print(f"analysis: {len(report.figures)} figure files, {len(report.tables)} table files in "
+                  f"{report.seconds:.1f} s; open {report.html}")
+    return report.html
+
+
+@main.command("export")
+@click.argument("store", type=click.Path(path_type=Path))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
+@click.option("--format", "fmt", default="parquet", show_default=True, type=click.Choice(["parquet", "csv"]))
+@one_line_errors
+def export_command(store: Path, out: Path, fmt: str) -> None:
+    """Write every table of STORE as Parquet or CSV files."""
+    from analysis.export import export
+    from analysis.results import ResultsError
+
+    try:
+        paths = export(store, out, fmt)
+    except ResultsError as exc:
+        raise HarnessError(str(exc)) from None
+    console.print(f"wrote {', '.join(p.name for p in paths)} to {out}")
+
+
+@main.command("demo")
+@click.option("--results", "results_dir", default="results/lab-demo", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Where the store, HARs and report go.")
+@click.option("--study", "study_name", default="lab-demo", show_default=True, help="The study to run.")
+@click.option("--prefix", help="Lab name prefix (overrides the study's lab profile).")
+@click.option("--subnet", help="IPv4 /23 for the lab (overrides the study's lab profile).")
+@one_line_errors
+def demo(results_dir: Path, study_name: str, prefix: str | None, subnet: str | None) -> None:
+    """The main job, end to end on the lab: bring it up, crawl the lab-demo study, analyse it, bring the lab down.
+
+    Run it again to resume an interrupted demo; a finished one is only re-analysed.
+    """
+    from harness.crawl import Crawl
+    from harness.lab.lab import Lab
+    from harness.store import Store
+    from harness.study import load_study
+
+    start = time.monotonic()
+    loaded = load_study(study_name)
+    if loaded.study.target != "lab":
+        raise HarnessError(f"{loaded.path}: the demo runs lab studies; this one targets the {loaded.study.target}")
+    the_lab = Lab(_config(loaded.study.lab_profile or DEFAULT_LAB_PROFILE, prefix, subnet))
+    started = the_lab.up()
+    console.print(f"lab {the_lab.config.prefix} {'up' if started else 'was already up'} in {time.monotonic() - start:.1f} s")
+    store_path = results_dir / "store.sqlite"
+    try:
+        if not _print_checks(the_lab.run_checks()):
+            raise HarnessError(f"lab {the_lab.config.prefix}: a service check failed (above); not crawling")
+        summary = Crawl(loaded, Store(store_path), the_lab, results_dir, console=console).run()
+        _print_summary(summary, store_path)
     finally:
         if started:
             the_lab.down()
             console.print(f"lab {the_lab.config.prefix} down")
-    sys.exit(0 if ok else 1)
+    report = _analyze([store_path], results_dir / "report")
+    console.print(f"demo finished in {(time.monotonic() - start) / 60:.1f} min. Outputs: store {store_path}, "
+                  f"HARs {results_dir / 'hars'}, figures and tables {results_dir / 'report'}, report {report}")
+    sys.exit(0 if summary.finished else 3)
 
 
 if __name__ == "__main__":

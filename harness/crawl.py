@@ -108,6 +108,8 @@ class Crawl:
         ns = self.place.config.namespaces
         env = {**visitor.versions, "kernel": platform.release(), "python": platform.python_version(),
                "shaping_backend": self.shaper.choose_backend(), "place": f"{self.study.target}:{self.place.config.prefix}"}
+        if isinstance(self.place, Lab):
+            env["lab_profile"] = str(self.place.config.source)
         for role in ("client", "server"):
             if role in ns:
                 env[f"congestion_control_{role}"] = read_sysctl(ns[role], "net.ipv4.tcp_congestion_control")

@@ -48,6 +48,21 @@ def line_of(text: str, path: tuple[str | int, ...]) -> int | None:
     index = next((p for p in path if isinstance(p, int)), None)
     if not names:
         return None
+    if isinstance(path[-1], int) and len(path) > 1:  # an item of an array: its table, or else its key's line
+        return _line_of(text, path, names, index) or line_of(text, path[:-1])
+    return _line_of(text, path, names, index) or _header_line(text, ".".join(names))
+
+
+def _header_line(text: str, table: str) -> int | None:
+    """The line of ``[table]`` (a key that is a whole table)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header and header.group(1).strip() == table:
+            return number
+    return None
+
+
+def _line_of(text: str, path: tuple[str | int, ...], names: list[str], index: int | None) -> int | None:
     if isinstance(path[-1], int):
         table_name, key = ".".join(names), None
     else:
@@ -95,9 +110,11 @@ def load_profile(path: Path, model: type[Model]) -> Model:
         key = ".".join(str(k) for k in loc) or "(top level)"
         number = line_of(text, loc)
         where = f"{path}:{number}" if number else str(path)
-        message = first["msg"]
+        message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = "unknown key"
         value = first.get("input")
-        shown = "" if first["type"] in ("missing", "extra_forbidden") else f" (got {value!r})"
+        # A whole table as "the value" would drown the message: name its key instead.
+        shown = "" if first["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, list)) \
+            else f" (got {value!r})"
         raise HarnessError(f"{where}: {key}: {message}{shown}") from exc

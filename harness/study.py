@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, project_path
@@ -114,18 +114,24 @@ class Study(BaseModel):
     def _distinct_values(cls, value: list[str]) -> list[str]:
         return _distinct(value)
 
-    @model_validator(mode="after")
-    def _internet_resolvers(self) -> "Study":
-        if self.lab_profile and self.target != "lab":
-            raise ValueError("lab_profile: only a study whose target is the lab names a lab profile")
-        if self.lab_profile and not project_path(self.lab_profile).exists():
-            raise ValueError(f"lab_profile: no such file: {self.lab_profile}")
-        if self.target == "internet":
+    @field_validator("lab_profile")
+    @classmethod
+    def _lab_profile(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value and info.data.get("target") != "lab":
+            raise ValueError("only a study whose target is the lab names a lab profile")
+        if value and not project_path(value).exists():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+    @field_validator("resolvers")
+    @classmethod
+    def _internet_resolvers(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if info.data.get("target") == "internet":  # lab resolvers are checked against the lab at crawl time
             known = available_resolvers()
-            for name in self.resolvers:
+            for name in value:
                 if name not in known:
-                    raise ValueError(f"resolvers: no resolver profile '{name}' (have: {', '.join(known)})")
-        return self
+                    raise ValueError(f"no resolver profile '{name}' (have: {', '.join(known)})")
+        return value
 
     @property
     def configurations(self) -> list[tuple[str, str]]:

@@ -75,13 +75,6 @@ def test_down_twice_and_down_of_a_lab_never_up(lab_config):
     assert never.down() == []
 
 
-def test_demo_runs_the_main_job_and_leaves_nothing(lab_config):
-    result = _cli("demo", "--prefix", "dsdemo", "--subnet", "198.18.14.0/23")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "checks passed" in result.stdout and "lab dsdemo down" in result.stdout
-    _assert_nothing_left(Lab(lab_config.with_overrides(prefix="dsdemo", subnet="198.18.14.0/23")))
-
-
 def test_subnet_colliding_with_a_host_address_is_refused(lab_config):
     # 127.0.0.0/8 is on the host's loopback interface
     result = _cli("lab", "up", "--prefix", "dscoll", "--subnet", "127.0.8.0/23")

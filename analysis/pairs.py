@@ -1,0 +1,91 @@
+"""Paired page-load differences: the same site, in the same round and crawl, under two configurations.
+
+Only visits that are Successful under both configurations are paired; a
+site that failed under either is left out of that pair (and only that
+pair). The grid compares every two configurations (resolver, protocol)
+of a network; each cell is the row's load time minus the column's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.settings import AnalysisSettings
+from analysis.stats import PairStatistics, compare
+
+PROTOCOL_ORDER = ["do53", "dot", "doh", "doq", "doh3"]
+Configuration = tuple[str, str]  # (resolver, protocol)
+
+
+def configurations(visits: pd.DataFrame) -> list[Configuration]:
+    """Every (resolver, protocol) in the visits: resolvers in order of appearance, protocols Do53, DoT, DoH."""
+    pairs = visits[["resolver", "protocol"]].drop_duplicates().astype(str)
+    resolvers = list(dict.fromkeys(visits["resolver"].astype(str)))
+    rank = {p: i for i, p in enumerate(PROTOCOL_ORDER)}
+    return sorted(map(tuple, pairs.to_numpy()), key=lambda c: (resolvers.index(c[0]), rank.get(c[1], 99), c[1]))
+
+
+def load_time_table(visits: pd.DataFrame, network: str) -> pd.DataFrame:
+    """Successful onLoad times of one network: one row per (crawl, round, site), one column per configuration."""
+    ok = visits[(visits["network"] == network) & (visits["error_class"] == "Successful") & visits["on_load_ms"].notna()]
+    table = ok.pivot_table(index=["study_id", "round", "site"], columns=["resolver", "protocol"], values="on_load_ms",
+                           aggfunc="first", observed=True)
+    table.columns = [(str(r), str(p)) for r, p in table.columns]
+    return table
+
+
+def differences(table: pd.DataFrame, row: Configuration, column: Configuration) -> np.ndarray:
+    """row - column for every (crawl, round, site) where both loaded."""
+    if row not in table.columns or column not in table.columns:
+        return np.empty(0)
+    d = table[row].to_numpy() - table[column].to_numpy()
+    return d[~np.isnan(d)]
+
+
+@dataclass
+class Cell:
+    """One comparison: row minus column, its differences and statistics."""
+
+    network: str
+    row: Configuration
+    column: Configuration
+    differences: np.ndarray
+    statistics: PairStatistics
+
+
+def grid(visits: pd.DataFrame, network: str, settings: AnalysisSettings,
+         order: list[Configuration] | None = None) -> list[Cell]:
+    """Every ordered pair of distinct configurations of ``network`` (row i, column j, i != j)."""
+    order = order or configurations(visits)
+    table = load_time_table(visits, network)
+    s, g = settings.statistics, settings.grid
+    cells: list[Cell] = []
+    done: dict[tuple[Configuration, Configuration], Cell] = {}
+    for row in order:
+        for column in order:
+            if row == column:
+                continue
+            mirror = done.get((column, row))
+            if mirror is not None:  # the same pairs, the other way round: negate rather than recompute
+                st = mirror.statistics
+                flipped = {"row slower": "row faster", "row faster": "row slower"}.get(st.verdict, st.verdict)
+                stats = PairStatistics(st.pairs, None if st.median_ms is None else -st.median_ms,
+                                       None if st.ci_high_ms is None else -st.ci_high_ms,
+                                       None if st.ci_low_ms is None else -st.ci_low_ms, st.wilcoxon_p, flipped, st.shade)
+                cell = Cell(network, row, column, -mirror.differences, stats)
+            else:
+                d = differences(table, row, column)
+                cell = Cell(network, row, column, d, compare(d, s.confidence, g.indistinguishable_ms, g.thresholds_ms,
+                                                             s.min_pairs))
+            done[(row, column)] = cell
+            cells.append(cell)
+    return cells
+
+
+def grid_frame(cells: list[Cell], labels) -> pd.DataFrame:
+    """The statistics of every cell as a table (one row per ordered pair)."""
+    return pd.DataFrame([{"network": c.network, "row": labels.configuration(*c.row),
+                          "column": labels.configuration(*c.column), **c.statistics.to_dict()} for c in cells])

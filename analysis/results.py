@@ -1,0 +1,84 @@
+"""Reading results stores: the schema documented in docs/store.md is all this package knows of the harness.
+
+A store is opened read-only, its schema version checked, and its tables
+loaded into pandas frames; several stores (several crawls) are read as one,
+with the study name telling them apart.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+#: The store schema this package reads (docs/store.md).
+SCHEMA_VERSION = 1
+
+VISIT_COLUMNS = ["study_id", "ordinal", "round", "block", "network", "rank", "site", "site_group", "resolver",
+                 "protocol", "status", "attempts", "error_class", "paper_2019", "counted", "on_load_ms"]
+TIMING_COLUMNS = ["study_id", "block", "network", "resolver", "protocol", "name", "type", "duration_us",
+                  "new_connection", "tcp_setup_us", "tls_setup_us", "status", "error"]
+
+
+class ResultsError(Exception):
+    """A store that cannot be analysed, with a message that says why."""
+
+
+@dataclass
+class Results:
+    """The visits and timings of one or more stores."""
+
+    visits: pd.DataFrame      # done visits only
+    timings: pd.DataFrame
+    link_checks: pd.DataFrame
+    environment: pd.DataFrame
+    sources: list[str]
+    planned: int              # visits planned, done or not
+
+    @property
+    def empty(self) -> bool:
+        return self.visits.empty and self.timings.empty
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise ResultsError(f"{path}: no such store")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ResultsError(f"{path}: not a dnsstudy store ({exc})") from None
+    if row is None or int(row[0]) != SCHEMA_VERSION:
+        raise ResultsError(f"{path}: store schema version {row[0] if row else 'none'}, "
+                           f"this analysis reads {SCHEMA_VERSION}")
+    return db
+
+
+def load(paths: list[Path] | Path) -> Results:
+    """Read one or several stores. Visits still planned are left out (they have no outcome yet)."""
+    paths = [paths] if isinstance(paths, Path) else list(paths)
+    if not paths:
+        raise ResultsError("no store given")
+    frames: dict[str, list[pd.DataFrame]] = {"visits": [], "timings": [], "link_checks": [], "environment": []}
+    planned = 0
+    for path in paths:
+        db = connect(Path(path))
+        try:
+            frames["visits"].append(pd.read_sql_query(
+                f"SELECT {', '.join(VISIT_COLUMNS)} FROM visits WHERE status = 'done'", db))
+            frames["timings"].append(pd.read_sql_query(f"SELECT {', '.join(TIMING_COLUMNS)} FROM timings", db))
+            frames["link_checks"].append(pd.read_sql_query(
+                "SELECT study_id, block, network, backend, problem, record FROM link_checks", db))
+            frames["environment"].append(pd.read_sql_query("SELECT study_id, key, value FROM environment", db))
+            planned += db.execute("SELECT COUNT(*) FROM visits").fetchone()[0]
+        finally:
+            db.close()
+    joined = {k: pd.concat(v, ignore_index=True) for k, v in frames.items()}
+    visits = joined["visits"]
+    visits["counted"] = visits["counted"].astype("boolean")
+    for column in ("network", "resolver", "protocol", "error_class", "paper_2019", "site_group", "study_id"):
+        visits[column] = visits[column].astype("category")
+    return Results(visits=visits, timings=joined["timings"], link_checks=joined["link_checks"],
+                   environment=joined["environment"], sources=[str(p) for p in paths], planned=planned)

@@ -1,0 +1,88 @@
+"""Success and error tables per network, resolver and protocol (the reference study's Tables 2 and 3).
+
+Two taxonomies: `strict` (our classes: a harness failure is its own class,
+never a protocol's) and `paper-2019` (the reference study's grouping, in
+which connection failures count as DNS errors). Percentages are of the
+visits of each row; in `strict`, Infrastructure Failures are shown but
+left out of the denominator, since they say nothing about the protocol.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.pairs import configurations
+from analysis.settings import AnalysisSettings
+from analysis.stats import rate_difference
+
+STRICT_ORDER = ["Successful", "Page-load Timeout", "DNS Error", "Selenium Error", "Other Error"]
+INFRASTRUCTURE = "Infrastructure Failure"
+TAXONOMIES = {"strict": "error_class", "paper-2019": "paper_2019"}
+
+
+def outcome_table(visits: pd.DataFrame, taxonomy: str, settings: AnalysisSettings) -> pd.DataFrame:
+    """One row per (network, resolver, protocol): visits, then the percentage of each class."""
+    column = TAXONOMIES[taxonomy]
+    labels = settings.labels
+    rows = []
+    order = configurations(visits)
+    for network in _networks(visits):
+        sub = visits[visits["network"] == network]
+        for resolver, protocol in order:
+            mine = sub[(sub["resolver"] == resolver) & (sub["protocol"] == protocol)]
+            if mine.empty:
+                continue
+            classes = mine[column].astype(str)
+            infrastructure = int((mine["error_class"].astype(str) == INFRASTRUCTURE).sum())
+            counted = classes[mine["error_class"].astype(str) != INFRASTRUCTURE] if taxonomy == "strict" else classes
+            row = {"network": labels.network(network), "resolver": labels.resolver(resolver),
+                   "protocol": labels.protocol(protocol), "visits": len(counted)}
+            names = STRICT_ORDER + sorted(set(counted) - set(STRICT_ORDER))
+            for name in names:
+                row[f"{name} %"] = round(100 * (counted == name).mean(), 2) if len(counted) else float("nan")
+            if taxonomy == "strict":
+                row["infrastructure (not counted)"] = infrastructure
+            rows.append(row)
+    return pd.DataFrame(rows).fillna(0.0) if rows else pd.DataFrame()
+
+
+def success_differences(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
+    """Success-rate difference of every two configurations per network, with its confidence interval."""
+    labels, confidence = settings.labels, settings.statistics.confidence
+    counted = visits[visits["error_class"].astype(str) != INFRASTRUCTURE]
+    rows = []
+    for network in _networks(visits):
+        sub = counted[counted["network"] == network]
+        tally = {c: (int((g["error_class"].astype(str) == "Successful").sum()), len(g))
+                 for c, g in sub.groupby([sub["resolver"].astype(str), sub["protocol"].astype(str)])}
+        for a, b in combinations(configurations(visits), 2):
+            (s1, n1), (s2, n2) = tally.get(a, (0, 0)), tally.get(b, (0, 0))
+            d, low, high = rate_difference(s1, n1, s2, n2, confidence)
+            rows.append({"network": labels.network(network), "a": labels.configuration(*a),
+                         "b": labels.configuration(*b), "a success %": _pct(s1, n1), "b success %": _pct(s2, n2),
+                         "difference (a - b) pp": round(100 * d, 2), "ci low pp": round(100 * low, 2),
+                         "ci high pp": round(100 * high, 2),
+                         "differs": bool(low > 0 or high < 0) if n1 and n2 else False})
+    return pd.DataFrame(rows)
+
+
+def write_table(frame: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
+    """The table as Markdown, CSV and LaTeX (stem.md, stem.csv, stem.tex)."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".tex")]
+    paths[0].write_text(f"{caption}\n\n{frame.to_markdown(index=False)}\n")
+    frame.to_csv(paths[1], index=False)
+    latex = frame.to_latex(index=False, caption=caption, float_format="%.2f", escape=True)
+    paths[2].write_text(latex)
+    return paths
+
+
+def _networks(visits: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(visits["network"].astype(str)))
+
+
+def _pct(s: int, n: int) -> float:
+    return round(100 * s / n, 2) if n else float("nan")

@@ -1,0 +1,201 @@
+"""The crawl in a real lab: killed with SIGKILL and resumed, Ctrl-C, harness failures retried, a dead lab, the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import netns
+from harness.lab.lab import Lab
+from harness.study import load_study
+from tests.conftest import TEST_PREFIX, TEST_SUBNET
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parent.parent
+DNSSTUDY = [sys.executable, "-m", "harness.cli"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+STUDY = """
+name = "{name}"
+description = "a small crawl for the tests"
+target = "lab"
+seed = {seed}
+rounds = 1
+networks = ["wired", "4g"]
+resolvers = ["near", "far"]
+protocols = ["do53", "doh"]
+page_load_timeout_s = 30
+
+[sites]
+list = "tranco/paper-2019.csv"
+
+[[sites.select]]
+group = "top"
+ranks = [1, 1000]
+every = 500
+
+[link_check]
+probes = 200
+seconds = 1.0
+"""
+
+
+def study_file(tmp_path: Path, name: str = "crawltest", seed: int = 5, changes: dict[str, str] | None = None) -> Path:
+    text = STUDY.format(name=name, seed=seed)
+    for old, new in (changes or {}).items():
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def crawl_argv(study: Path, store: Path, prefix: str = TEST_PREFIX, subnet: str = TEST_SUBNET) -> list[str]:
+    return [*DNSSTUDY, "crawl", str(study), "--store", str(store), "--prefix", prefix, "--subnet", subnet]
+
+
+def done_visits(store: Path, where: str = "1") -> int:
+    if not store.exists():
+        return 0
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return db.execute(f"SELECT COUNT(*) FROM visits WHERE status = 'done' AND {where}").fetchone()[0]
+    except sqlite3.OperationalError:  # the schema is not written yet
+        return 0
+    finally:
+        db.close()
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def assert_store_matches_plan(study: Path, store: Path) -> sqlite3.Connection:
+    """Every planned visit recorded exactly once, in plan order, with its HAR; every block checked and timed."""
+    plan = load_study(str(study)).plan()
+    db = sqlite3.connect(store)
+    rows = db.execute("SELECT ordinal, network, site, resolver, protocol, status, visit_id, har_path, error_class "
+                      "FROM visits ORDER BY ordinal").fetchall()
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == \
+        [(v.ordinal, v.network, v.site.domain, v.resolver, v.protocol) for v in plan]
+    assert all(r[5] == "done" for r in rows) and len({r[6] for r in rows}) == len(plan)
+    assert all(r[7] and Path(r[7]).exists() for r in rows if r[8] == "Successful")
+    blocks = {v.block for v in plan}
+    checked = {b for (b,) in db.execute("SELECT block FROM link_checks WHERE problem IS NULL")}
+    assert checked == blocks
+    timed = dict(db.execute("SELECT block, hostnames FROM blocks"))
+    assert set(timed) == blocks and all(n > 0 for n in timed.values())
+    for block, hostnames in timed.items():
+        per_pair = db.execute("SELECT COUNT(*) FROM timings WHERE block = ? GROUP BY resolver, protocol",
+                              (block,)).fetchall()
+        assert per_pair == [(hostnames,)] * 4  # every hostname once per resolver and protocol, never twice
+    return db
+
+
+def client_processes(prefix: str = TEST_PREFIX) -> list[int]:
+    return netns.pids_in(f"{prefix}-client")
+
+
+def test_a_crawl_killed_at_random_moments_resumes_without_losing_or_repeating_a_visit(lab, tmp_path):
+    study, store = study_file(tmp_path), tmp_path / "run" / "store.sqlite"
+    rng = random.Random(7)
+    kills = 0
+    while kills < 4:
+        crawl = subprocess.Popen(crawl_argv(study, store), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            crawl.wait(timeout=rng.uniform(3.0, 14.0))
+            break
+        except subprocess.TimeoutExpired:
+            crawl.send_signal(signal.SIGKILL)
+            crawl.wait()
+            kills += 1
+    final = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert kills == 4, "the crawl finished before it was killed four times"
+    db = assert_store_matches_plan(study, store)
+    assert db.execute("SELECT COUNT(*) FROM visits WHERE error_class = 'Successful'").fetchone()[0] == 16
+    env = dict(db.execute("SELECT key, value FROM environment"))
+    assert env["shaping_backend"] in ("userspace", "netem") and env["firefox"] and env["kernel"]
+    assert "congestion_control_client" in env
+    assert client_processes() == []  # nothing the killed crawls started is still running
+
+
+def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_counted(lab, tmp_path):
+    study, store = study_file(tmp_path, name="retrytest", seed=11), tmp_path / "run" / "store.sqlite"
+    crawl = subprocess.Popen(crawl_argv(study, store), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        # Break the link emulation under the crawl: kill the 4g delayers once a 4g visit is in.
+        wait_for(lambda: done_visits(store, "network = '4g'") >= 1, 200, "a 4g visit")
+        state = json.loads((lab.run_dir / "shaping.json").read_text())
+        assert state["profile"] == "4g" and state["daemons"]
+        for daemon in state["daemons"]:
+            os.kill(daemon["pid"], signal.SIGKILL)
+        before = done_visits(store, "network = '4g'")
+        wait_for(lambda: done_visits(store, "network = '4g'") >= before + 2, 120, "visits after the broken link")
+        crawl.send_signal(signal.SIGINT)
+        output, _ = crawl.communicate(timeout=90)
+    finally:
+        crawl.kill()
+    assert crawl.returncode == 3, output
+    assert "stopping after the current visit" in output and "run the same command again to resume" in output
+    db = sqlite3.connect(store)
+    done, total = db.execute("SELECT SUM(status = 'done'), COUNT(*) FROM visits").fetchone()
+    assert 0 < done < total
+    retried = [json.loads(r) for (r,) in db.execute(
+        "SELECT json_extract(record, '$.retried') FROM visits WHERE attempts > 0")]
+    assert retried and any(r[0]["detail"].startswith("link") for r in retried), retried
+    # The retry ran on a repaired link, and nothing broken was counted as a protocol result.
+    assert db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done' AND error_class != 'Successful'"
+                      ).fetchone()[0] == 0
+    assert client_processes() == []
+    resumed = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert_store_matches_plan(study, store)
+
+
+def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(lab_config, tmp_path):
+    halted = Lab(lab_config.with_overrides(prefix="dshalt", subnet="198.18.22.0/23"))
+    halted.down()
+    halted.up()
+    try:
+        study, store = study_file(tmp_path, name="halttest", seed=3), tmp_path / "run" / "store.sqlite"
+        argv = crawl_argv(study, store, "dshalt", "198.18.22.0/23")
+        crawl = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: done_visits(store) >= 1, 200, "the first visit")
+        for daemon in halted.status().daemons:
+            if daemon.name == "resolver-near":
+                os.kill(daemon.pid, signal.SIGKILL)
+        _, stderr = crawl.communicate(timeout=200)
+        assert crawl.returncode == 2 and "daemons died" in stderr and "still planned" in stderr, stderr
+        db = sqlite3.connect(store)
+        assert db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done' AND error_class != 'Successful'"
+                          ).fetchone()[0] == 0
+        assert client_processes("dshalt") == []
+    finally:
+        halted.down()
+
+
+def test_the_demo_brings_up_a_lab_crawls_analyses_and_leaves_nothing(lab_config, tmp_path):
+    study = study_file(tmp_path, name="demotest", seed=2, changes={'networks = ["wired", "4g"]': 'networks = ["wired"]'})
+    results = tmp_path / "demo"
+    run = subprocess.run([*DNSSTUDY, "demo", "--study", str(study), "--results", str(results), "--prefix", "dsdemo",
+                          "--subnet", "198.18.14.0/23"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "checks passed" in run.stdout and "lab dsdemo down" in run.stdout and "demo finished" in run.stdout
+    assert (results / "report" / "report.html").exists() and (results / "report" / "figures" / "grid-wired.pdf").exists()
+    assert_store_matches_plan(study, results / "store.sqlite")
+    assert not netns.exists("dsdemo-client") and not Lab(lab_config.with_overrides(prefix="dsdemo")).run_dir.exists()
