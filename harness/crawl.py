@@ -229,13 +229,14 @@ class Crawl:
             if attempt:
                 summary.retried += 1
                 self.shaper.apply(self.links[visit.network])  # re-applies only if a delayer died
-            result = visitor.visit_once(visit.url, visit.protocol, visit.resolver)
-            if result.error_class != "Successful" and not self.place.status().healthy:
+            try:
+                result = visitor.visit_once(visit.url, visit.protocol, visit.resolver)
+            except HarnessError:  # e.g. a dead resolver's statistics cannot be read
+                self._halt_if_unhealthy(visit)
+                raise
+            if result.error_class != "Successful":
                 # A dead resolver or web server would look like a protocol failure: never record that.
-                dead = ", ".join(self.place.status().dead)
-                _discard_har(result)
-                raise CrawlHalted(f"{self.place.config.prefix}: daemons died ({dead}); the crawl stopped with "
-                                  f"visit {visit.ordinal} still planned: bring the lab up again and resume")
+                self._halt_if_unhealthy(visit, result)
             if result.counted:
                 break
             if self.stopping:  # the failure may be the stop itself: run the visit again on resume
@@ -254,6 +255,15 @@ class Crawl:
         summary.visits += 1
         summary.per_network.setdefault(visit.network, []).append(result.wall_s)
         return True
+
+    def _halt_if_unhealthy(self, visit: PlannedVisit, result: VisitResult | None = None) -> None:
+        status = self.place.status()
+        if status.healthy:
+            return
+        if result is not None:
+            _discard_har(result)
+        raise CrawlHalted(f"{self.place.config.prefix}: daemons died ({', '.join(status.dead)}); the crawl stopped "
+                          f"with visit {visit.ordinal} still planned: bring the lab up again and resume")
 
     # -- after a block -------------------------------------------------------------------
 
@@ -281,7 +291,7 @@ class Crawl:
                                         (self.study_id, block)).fetchone()[0]
         names = hostnames_from_hars(Path(p) for p in self.store.block_hars(self.study_id, block))
         t = self.study.timer
-        settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms)
+        settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms, concurrency=t.concurrency)
         pairs = shuffled([f"{r}/{p}" for r, p in self.study.timer_pairs],
                          self.study.seed, "timer", str(block))
         records: list[dict] = []

@@ -91,6 +91,8 @@ class Store:
             raise HarnessError(f"{self.path}: not a dnsstudy store ({exc})") from None
         self.db.execute("PRAGMA synchronous=FULL")  # a committed visit survives a power cut, not just a kill
         self.db.execute("PRAGMA foreign_keys=ON")
+        if not new:  # a store killed while being created is an empty database: create it again
+            new = self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
         if new:
             with self._transaction():
                 for statement in SCHEMA.split(";"):

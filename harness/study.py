@@ -77,6 +77,7 @@ class TimerStudySettings(BaseModel):
     protocols: list[Literal["do53", "dot", "doh", "doq", "doh3"]] | None = None  # default: the study's
     timeout_ms: int = Field(default=5000, ge=1)
     idle_timeout_ms: int = Field(default=10000, ge=0)
+    concurrency: int = Field(default=1, ge=1, le=64)   # queries in flight; each is still timed on its own
 
 
 class Study(BaseModel):

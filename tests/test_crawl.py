@@ -171,14 +171,14 @@ def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(lab
     halted = Lab(lab_config.with_overrides(prefix="dshalt", subnet="198.18.22.0/23"))
     halted.down()
     halted.up()
+    study, store = study_file(tmp_path, name="halttest", seed=3), tmp_path / "run" / "store.sqlite"
+    argv = crawl_argv(study, store, "dshalt", "198.18.22.0/23")
+    crawl = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        study, store = study_file(tmp_path, name="halttest", seed=3), tmp_path / "run" / "store.sqlite"
-        argv = crawl_argv(study, store, "dshalt", "198.18.22.0/23")
-        crawl = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: done_visits(store) >= 1, 200, "the first visit")
         for daemon in halted.status().daemons:
-            if daemon.name == "resolver-near":
-                os.kill(daemon.pid, signal.SIGKILL)
+            if daemon["name"] == "resolver-near":
+                os.kill(daemon["pid"], signal.SIGKILL)
         _, stderr = crawl.communicate(timeout=200)
         assert crawl.returncode == 2 and "daemons died" in stderr and "still planned" in stderr, stderr
         db = sqlite3.connect(store)
@@ -186,6 +186,8 @@ def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(lab
                           ).fetchone()[0] == 0
         assert client_processes("dshalt") == []
     finally:
+        if crawl.poll() is None:
+            crawl.kill()
         halted.down()
 
 
