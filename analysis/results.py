@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 #: The store schema this package reads (docs/store.md).
 SCHEMA_VERSION = 1
@@ -56,6 +57,38 @@ def connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+#: Repeated strings are kept as categories: a million visits fit in a few hundred MB.
+_CATEGORIES = ("study_id", "network", "site", "site_group", "resolver", "protocol", "status", "error_class", "paper_2019")
+_CHUNK = 200_000
+
+
+def _read_visits(db: sqlite3.Connection) -> pd.DataFrame:
+    """Done visits, read in chunks that are made categorical at once (the peak stays near the result's size)."""
+    chunks = []
+    for chunk in pd.read_sql_query(f"SELECT {', '.join(VISIT_COLUMNS)} FROM visits WHERE status = 'done'", db,
+                                   chunksize=_CHUNK):
+        for column in _CATEGORIES:
+            chunk[column] = chunk[column].astype("category")
+        chunks.append(chunk)
+    if not chunks:
+        return pd.DataFrame({c: pd.Series(dtype="category" if c in _CATEGORIES else "float") for c in VISIT_COLUMNS})
+    return _concat_categorical(chunks)
+
+
+def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate frames, keeping categorical columns categorical (their categories united)."""
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    columns = {}
+    for column in frames[0].columns:
+        parts = [f[column] for f in frames]
+        if all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):
+            columns[column] = pd.Series(union_categoricals(parts, ignore_order=True))
+        else:
+            columns[column] = pd.concat(parts, ignore_index=True)
+    return pd.DataFrame(columns)
+
+
 def load(paths: list[Path] | Path) -> Results:
     """Read one or several stores. Visits still planned are left out (they have no outcome yet)."""
     paths = [paths] if isinstance(paths, Path) else list(paths)
@@ -66,8 +99,7 @@ def load(paths: list[Path] | Path) -> Results:
     for path in paths:
         db = connect(Path(path))
         try:
-            frames["visits"].append(pd.read_sql_query(
-                f"SELECT {', '.join(VISIT_COLUMNS)} FROM visits WHERE status = 'done'", db))
+            frames["visits"].append(_read_visits(db))
             frames["timings"].append(pd.read_sql_query(f"SELECT {', '.join(TIMING_COLUMNS)} FROM timings", db))
             frames["link_checks"].append(pd.read_sql_query(
                 "SELECT study_id, block, network, backend, problem, record FROM link_checks", db))
@@ -75,10 +107,8 @@ def load(paths: list[Path] | Path) -> Results:
             planned += db.execute("SELECT COUNT(*) FROM visits").fetchone()[0]
         finally:
             db.close()
-    joined = {k: pd.concat(v, ignore_index=True) for k, v in frames.items()}
-    visits = joined["visits"]
+    joined = {k: pd.concat(v, ignore_index=True) for k, v in frames.items() if k != "visits"}
+    visits = _concat_categorical(frames["visits"])
     visits["counted"] = visits["counted"].astype("boolean")
-    for column in ("network", "resolver", "protocol", "error_class", "paper_2019", "site_group", "study_id"):
-        visits[column] = visits[column].astype("category")
     return Results(visits=visits, timings=joined["timings"], link_checks=joined["link_checks"],
                    environment=joined["environment"], sources=[str(p) for p in paths], planned=planned)

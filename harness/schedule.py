@@ -25,7 +25,7 @@ class Estimate:
     visits: int
     seconds_per_visit: dict[str, float]    # median wall time per network, where measured
     unmeasured: list[str]                  # networks with no measured visit yet
-    round_s: float | None                  # one round, visits plus each block's link check
+    round_s: float | None                  # one round, visits plus each block's link check (not the timer's run)
     total_s: float | None
     budget_s: float | None                 # the study's duration, if it has one
 
@@ -40,7 +40,7 @@ class Estimate:
         if self.total_s is None:
             return (f"{self.visits} visits; no measured visit time yet for {', '.join(self.unmeasured)}: "
                     "the fit is estimated after the first block")
-        text = f"{self.visits} visits, about {_human(self.total_s)} at the measured visit times"
+        text = f"{self.visits} visits, about {_human(self.total_s)} of visits and link checks at the measured visit times"
         if self.budget_s is not None:
             verdict = "fits" if self.fits else "does NOT fit"
             text += f"; {verdict} in the study's {_human(self.budget_s)}"
