@@ -169,6 +169,7 @@ class Crawl:
         """A crawl killed mid-visit leaves its browser, driver and stub running in the client namespace
         (they have sessions of their own, so that a Ctrl-C reaches only the crawl); nothing else lives there."""
         killed = kill_namespace_processes([self.place.config.namespaces["client"]])
+        self.place.client_side().restore_system_resolver()  # a killed DoH visit leaves a dead resolver there
         for work in (self.place.run_dir / "visits").glob("visit-*"):
             shutil.rmtree(work, ignore_errors=True)
         if killed:

@@ -111,6 +111,7 @@ class Visitor:
             return self.visit(url, arm)
         finally:
             arm.stop()
+            self.client.restore_system_resolver()
 
     def visit(self, url: str, arm: DnsArm) -> VisitResult:
         """One visit through an arm the caller has started; ends the arm's visit state."""

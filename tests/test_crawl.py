@@ -131,6 +131,9 @@ def test_a_crawl_killed_at_random_moments_resumes_without_losing_or_repeating_a_
     assert env["shaping_backend"] in ("userspace", "netem") and env["firefox"] and env["kernel"]
     assert "congestion_control_client" in env
     assert client_processes() == []  # nothing the killed crawls started is still running
+    # ... and the client namespace resolves as the lab set it up, even if a kill hit a DoH visit's dead resolver.
+    resolv = (netns.ETC_NETNS / lab.config.namespaces["client"] / "resolv.conf").read_text()
+    assert f"nameserver {lab.config.addresses.resolver(0)}\n" in resolv
 
 
 def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_counted(lab, tmp_path):

@@ -37,13 +37,24 @@ class ClientSide:
     ca_file: Path            # the CA that signs resolver certificates
     dead_resolver: str       # an address where no DNS server answers
     browser_trusts_ca: bool = True  # import ca_file into Firefox (a lab CA); False: Firefox's own roots
+    system_resolver: str | None = None  # the namespace's resolver between visits (None: the host's resolv.conf)
 
     def set_system_resolver(self, address: str) -> None:
         """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""
+        self._write_resolv_conf(f"# written by dnsstudy for the visit's DNS arm\nnameserver {address}\n")
+
+    def restore_system_resolver(self) -> None:
+        """Undo the arms' resolv.conf: after a visit (or a killed crawl) the namespace resolves as it did before."""
+        if self.system_resolver is None:
+            (netns.ETC_NETNS / self.namespace / "resolv.conf").unlink(missing_ok=True)
+        else:
+            self._write_resolv_conf(f"# written by dnsstudy lab\nnameserver {self.system_resolver}\n")
+
+    def _write_resolv_conf(self, text: str) -> None:
         etc = netns.ETC_NETNS / self.namespace
         etc.mkdir(parents=True, exist_ok=True)
         tmp = etc / "resolv.conf.tmp"
-        tmp.write_text(f"# written by dnsstudy for the visit's DNS arm\nnameserver {address}\n")
+        tmp.write_text(text)
         tmp.replace(etc / "resolv.conf")
 
 

@@ -112,7 +112,8 @@ class Lab:
     def client_side(self) -> ClientSide:
         """The client namespace as a place where DNS arms and the browser run."""
         return ClientSide(namespace=self.config.namespaces["client"], run_dir=self.run_dir, ca_file=self.ca_path,
-                          dead_resolver=self.config.addresses.refused)
+                          dead_resolver=self.config.addresses.refused,
+                          system_resolver=self.config.addresses.resolver(0))
 
     def resolver(self, name: str) -> Resolver:
         """A lab resolver by name, with its statistics for arm proofs."""
