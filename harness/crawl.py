@@ -85,6 +85,7 @@ class Crawl:
         self.console = console or Console()
         self.stopping = False
         self._pid = os.getpid()
+        self.tally: dict[tuple[str, str], list[int]] = {}  # (resolver, protocol) -> [successful, counted]
         self.links: dict[str, LinkProfile] = {n: load_link_profile(n) for n in self.study.networks}
 
     # -- before the first visit -------------------------------------------------
@@ -135,16 +136,18 @@ class Crawl:
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
         task = progress.add_task(self.study_id, total=total, completed=done)
+        # Success per configuration, read once and then kept up to date: no query per visit.
+        self.tally = {c: list(v) for c, v in self.store.success_by_configuration(self.study_id).items()}
         try:
             with Live(Group(progress, self._success_table()), console=self.console, refresh_per_second=2,
                       transient=False) as live:
                 self._time_untimed_blocks(summary)
-                block = None
+                block: tuple[int, str] | None = None  # (block, network) of the visits running
                 while not self.stopping and (visit := self.store.next_planned(self.study_id)) is not None:
-                    if visit.block != block:
+                    if block is None or visit.block != block[0]:
                         if block is not None:
-                            self._finish_block(block, summary)
-                        block = visit.block
+                            self._finish_block(*block, summary)
+                        block = (visit.block, visit.network)
                         if not self._start_block(visit, first_start, visitor):
                             break
                     progress.update(task, description=f"{self.study_id} r{visit.round} {visit.network} "
@@ -153,7 +156,7 @@ class Crawl:
                         progress.advance(task)
                         live.update(Group(progress, self._success_table()))
                 if not self.stopping and block is not None:
-                    self._finish_block(block, summary)
+                    self._finish_block(*block, summary)
                 # Blocks whose visits were all done before a kill, but not their timer run.
                 self._time_untimed_blocks(summary)
             self.console.print()
@@ -253,6 +256,9 @@ class Crawl:
         record.update(round=visit.round, block=visit.block, rank=visit.site.rank, site_group=visit.site.group,
                       retried=failed)
         self.store.complete(self.study_id, visit, record, attempts=attempt)
+        ok_counted = self.tally.setdefault((visit.resolver, visit.protocol), [0, 0])
+        ok_counted[0] += result.error_class == "Successful"
+        ok_counted[1] += result.counted
         summary.visits += 1
         summary.per_network.setdefault(visit.network, []).append(result.wall_s)
         return True
@@ -268,28 +274,23 @@ class Crawl:
 
     # -- after a block -------------------------------------------------------------------
 
-    def _finish_block(self, block: int, summary: CrawlSummary) -> None:
+    def _finish_block(self, block: int, network: str, summary: CrawlSummary) -> None:
         if self.study.timer.enabled and not self.store.block_timed(self.study_id, block):
-            self._time_block(block, summary)
+            self._time_block(block, network, summary)
 
     def _time_untimed_blocks(self, summary: CrawlSummary) -> None:
         """Time blocks whose visits are all done but whose timer run was lost to a kill."""
         if not self.study.timer.enabled:
             return
-        rows = self.store.db.execute(
-            "SELECT block, MIN(network) FROM visits WHERE study_id = ? GROUP BY block "
-            "HAVING SUM(status = 'planned') = 0 AND block NOT IN (SELECT block FROM blocks WHERE study_id = ?) "
-            "ORDER BY block", (self.study_id, self.study_id)).fetchall()
+        rows = self.store.untimed_blocks(self.study_id)
         for block, network in rows:
             if self.stopping:
                 return
             self.shaper.apply(self.links[network])
-            self._time_block(block, summary)
+            self._time_block(block, network, summary)
 
-    def _time_block(self, block: int, summary: CrawlSummary) -> None:
+    def _time_block(self, block: int, network: str, summary: CrawlSummary) -> None:
         """Time every hostname of the block's HARs, per resolver and protocol, under the block's link."""
-        network = self.store.db.execute("SELECT network FROM visits WHERE study_id = ? AND block = ? LIMIT 1",
-                                        (self.study_id, block)).fetchone()[0]
         names = hostnames_from_hars(Path(p) for p in self.store.block_hars(self.study_id, block))
         t = self.study.timer
         settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms, concurrency=t.concurrency)
@@ -317,9 +318,8 @@ class Crawl:
 
     def _success_table(self) -> Table:
         table = Table("configuration", "visits", "successful", box=None, pad_edge=False)
-        rates = self.store.success_by_configuration(self.study_id)
         for resolver, protocol in self.study.configurations:
-            ok, counted = rates.get((resolver, protocol), (0, 0))
+            ok, counted = self.tally.get((resolver, protocol), (0, 0))
             table.add_row(f"{resolver} {protocol}", str(counted), f"{100 * ok / counted:.0f} %" if counted else "-")
         return table
 

@@ -193,6 +193,13 @@ class Store:
         return self.db.execute("SELECT 1 FROM blocks WHERE study_id = ? AND block = ?",
                                (study_id, block)).fetchone() is not None
 
+    def untimed_blocks(self, study_id: str) -> list[tuple[int, str]]:
+        """(block, network) of blocks whose visits are all done but whose timer run is not stored."""
+        return self.db.execute(
+            "SELECT block, MIN(network) FROM visits WHERE study_id = ? GROUP BY block "
+            "HAVING SUM(status = 'planned') = 0 AND block NOT IN (SELECT block FROM blocks WHERE study_id = ?) "
+            "ORDER BY block", (study_id, study_id)).fetchall()
+
     def block_hars(self, study_id: str, block: int) -> list[str]:
         return [r[0] for r in self.db.execute(
             "SELECT har_path FROM visits WHERE study_id = ? AND block = ? AND har_path IS NOT NULL ORDER BY ordinal",
