@@ -8,6 +8,8 @@ from pathlib import Path
 from analysis.settings import PROFILE_DIR
 
 DEFAULT_MODEL = PROFILE_DIR / "byte-cost.toml"
+#: The protocols `client_bytes` has a model for, in the order the figure draws them.
+MODELLED = ("do53", "dot", "doh")
 
 
 def load_sizes(path: Path = DEFAULT_MODEL) -> dict[str, int]:

@@ -17,8 +17,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.bytecost import client_bytes  # noqa: E402
-from analysis.pairs import Cell, Configuration, differences, load_time_table  # noqa: E402
+from analysis.bytecost import MODELLED, client_bytes  # noqa: E402
+from analysis.pairs import Cell, Configuration, differences, load_time_table, protocol_order  # noqa: E402
 from analysis.settings import AnalysisSettings  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
@@ -124,7 +124,7 @@ def protocol_figure(visits: pd.DataFrame, resolver: str, settings: AnalysisSetti
     """Per network, protocol against protocol for one resolver (the reference study's Fig. 4)."""
     labels = settings.labels
     networks = list(dict.fromkeys(visits["network"].astype(str)))
-    protocols = [p for p in ("do53", "dot", "doh") if ((visits["resolver"] == resolver) & (visits["protocol"] == p)).any()]
+    protocols = [p for p in protocol_order(visits) if ((visits["resolver"] == resolver) & (visits["protocol"] == p)).any()]
     fig, axes = plt.subplots(1, len(networks), figsize=(3.2 * len(networks), 3.0), squeeze=False, sharey=True)
     for ax, network in zip(axes[0], networks):
         table = load_time_table(visits, network)
@@ -133,7 +133,7 @@ def protocol_figure(visits: pd.DataFrame, resolver: str, settings: AnalysisSetti
             if not len(d):
                 continue
             x, y = _ecdf(d)
-            ax.plot(x, y, color=labels.colour(later), linestyle="-" if earlier == "do53" else "--",
+            ax.plot(x, y, color=labels.colour(later), linestyle="-" if earlier == protocols[0] else "--",
                     label=f"{labels.protocol(later)} - {labels.protocol(earlier)} (n={len(d)})")
         ax.axvline(0, color="grey", linewidth=0.6)
         ax.set_title(labels.network(network))
@@ -150,7 +150,7 @@ def byte_cost_figure(sizes: dict[str, int], settings: AnalysisSettings, max_quer
     labels = settings.labels
     r = np.arange(1, max_queries + 1)
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
-    for protocol in ("do53", "dot", "doh"):
+    for protocol in MODELLED:
         ax.plot(r, [client_bytes(protocol, int(q), sizes) / 1000 for q in r], color=labels.colour(protocol),
                 label=labels.protocol(protocol))
     ax.set_xlabel("queries r over one connection")

@@ -16,16 +16,23 @@ import pandas as pd
 from analysis.settings import AnalysisSettings
 from analysis.stats import PairStatistics, compare
 
-PROTOCOL_ORDER = ["do53", "dot", "doh", "doq", "doh3"]
 Configuration = tuple[str, str]  # (resolver, protocol)
 
 
+def protocol_order(visits: pd.DataFrame) -> list[str]:
+    """Protocols in table order: the store's (an ordered category, see analysis.results), else by name."""
+    column = visits["protocol"]
+    if isinstance(column.dtype, pd.CategoricalDtype) and column.cat.ordered:
+        return [str(p) for p in column.cat.categories]
+    return sorted(str(p) for p in column.dropna().unique())
+
+
 def configurations(visits: pd.DataFrame) -> list[Configuration]:
-    """Every (resolver, protocol) in the visits: resolvers in order of appearance, protocols Do53, DoT, DoH."""
+    """Every (resolver, protocol) in the visits: resolvers in order of appearance, protocols in the store's order."""
     pairs = visits[["resolver", "protocol"]].drop_duplicates().astype(str)
     resolvers = list(dict.fromkeys(visits["resolver"].astype(str)))
-    rank = {p: i for i, p in enumerate(PROTOCOL_ORDER)}
-    return sorted(map(tuple, pairs.to_numpy()), key=lambda c: (resolvers.index(c[0]), rank.get(c[1], 99), c[1]))
+    rank = {p: i for i, p in enumerate(protocol_order(visits))}
+    return sorted(map(tuple, pairs.to_numpy()), key=lambda c: (resolvers.index(c[0]), rank.get(c[1], len(rank)), c[1]))
 
 
 def load_time_table(visits: pd.DataFrame, network: str) -> pd.DataFrame:

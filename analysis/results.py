@@ -7,6 +7,7 @@ with the study name telling them apart.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,16 +90,34 @@ def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+def _protocol_order(db: sqlite3.Connection) -> list[str]:
+    """The protocols in the order the harness's registry gives them (`meta.protocols`), or none if unrecorded."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'protocols'").fetchone()
+    return [str(p) for p in json.loads(row[0])] if row else []
+
+
+def _order_protocols(visits: pd.DataFrame, order: list[str]) -> None:
+    """Make `protocol` an ordered category: the stores' order, then any other protocol by name."""
+    present = [str(p) for p in visits["protocol"].cat.categories]
+    ranked = list(dict.fromkeys(order)) + sorted(p for p in present if p not in order)
+    visits["protocol"] = visits["protocol"].cat.set_categories(ranked, ordered=True)
+
+
 def load(paths: list[Path] | Path) -> Results:
-    """Read one or several stores. Visits still planned are left out (they have no outcome yet)."""
+    """Read one or several stores. Visits still planned are left out (they have no outcome yet).
+
+    `protocol` comes back as an ordered category in the order the stores record (docs/store.md).
+    """
     paths = [paths] if isinstance(paths, Path) else list(paths)
     if not paths:
         raise ResultsError("no store given")
     frames: dict[str, list[pd.DataFrame]] = {"visits": [], "timings": [], "link_checks": [], "environment": []}
     planned = 0
+    order: list[str] = []
     for path in paths:
         db = connect(Path(path))
         try:
+            order += _protocol_order(db)
             frames["visits"].append(_read_visits(db))
             frames["timings"].append(pd.read_sql_query(f"SELECT {', '.join(TIMING_COLUMNS)} FROM timings", db))
             frames["link_checks"].append(pd.read_sql_query(
@@ -110,5 +129,6 @@ def load(paths: list[Path] | Path) -> Results:
     joined = {k: pd.concat(v, ignore_index=True) for k, v in frames.items() if k != "visits"}
     visits = _concat_categorical(frames["visits"])
     visits["counted"] = visits["counted"].astype("boolean")
+    _order_protocols(visits, order)
     return Results(visits=visits, timings=joined["timings"], link_checks=joined["link_checks"],
                    environment=joined["environment"], sources=[str(p) for p in paths], planned=planned)

@@ -1,6 +1,6 @@
 """The pairwise grid at scale: 10 configurations from a store of 1,000,000 visits.
 
-Target (issue 7): at most 20 s and 2 GB. Builds a synthetic store (2,500
+Target: at most 20 s and 2 GB. Builds a synthetic store (2,500
 sites x 4 networks x 10 configurations x 10 rounds, 90 % successful, load
 times log-normal with a per-configuration shift), then times reading it,
 the statistics of every cell of every network's grid, and drawing the grids.

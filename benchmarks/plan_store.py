@@ -1,6 +1,6 @@
 """Planning and bookkeeping cost: a 100,000-visit plan written to a store, and per-visit store work.
 
-Targets (issue 6): the plan in at most 10 s; planning and bookkeeping at most 10 ms per visit.
+Targets: the plan in at most 10 s; planning and bookkeeping at most 10 ms per visit.
 
     .venv/bin/python benchmarks/plan_store.py [--bookkeeping 2000]
 """

@@ -13,6 +13,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from itertools import cycle
 from pathlib import Path
 
@@ -20,13 +21,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError
-from harness.lab.lab import Lab
+from harness.place import Place
+
+if TYPE_CHECKING:
+    from harness.lab.lab import Lab
 from harness.paths import PROJECT_ROOT
 from harness.profile import load_profile
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.timer import PROGRAMS, TimerSettings, Timing, parse_output, start_timer, time_names
+from harness.protocols import timer_protocols
+from harness.timer import TimerSettings, Timing, parse_output, start_timer, time_names
 
 DEFAULT_PROFILE = PROJECT_ROOT / "profiles" / "bench" / "default.toml"
 
@@ -70,8 +75,8 @@ def load_bench_profile(path: Path = DEFAULT_PROFILE) -> BenchProfile:
     profile = load_profile(path, BenchProfile)
     for section in (profile.loss_sweep, profile.repeat, profile.handshake):
         for protocol in section.protocols:
-            if protocol not in PROGRAMS:
-                raise HarnessError(f"{path}: unknown protocol '{protocol}' (choose from {', '.join(PROGRAMS)})")
+            if protocol not in timer_protocols():
+                raise HarnessError(f"{path}: unknown protocol '{protocol}' (choose from {', '.join(timer_protocols())})")
     return profile
 
 
@@ -130,9 +135,9 @@ def _for_duration(client: ClientSide, protocol: str, resolver: Resolver, names: 
     return parse_output(proc, stdout, stderr)
 
 
-def loss_sweep(lab: Lab, resolver: Resolver, names: list[str], cfg: LossSweep) -> BenchResult:
+def loss_sweep(place: Place, resolver: Resolver, names: list[str], cfg: LossSweep) -> BenchResult:
     """Queries per second, mean latency of successful queries and success rate, per loss level and protocol."""
-    shaper, client = Shaper(lab), lab.client_side()
+    shaper, client = Shaper(place), place.client_side()
     base = load_link_profile(cfg.base_network)
     settings = TimerSettings(timeout_ms=cfg.timeout_ms, concurrency=cfg.concurrency)
     rows, timings = [], []
@@ -157,9 +162,9 @@ def loss_sweep(lab: Lab, resolver: Resolver, names: list[str], cfg: LossSweep) -
         f"resolver {resolver.name}; connections reused (idle timeout {settings.idle_timeout_ms} ms)"])
 
 
-def repeat(lab: Lab, resolvers: list[Resolver], cfg: Repeat) -> BenchResult:
+def repeat(place: Place, resolvers: list[Resolver], cfg: Repeat) -> BenchResult:
     """Mean and relative standard deviation of ``queries`` queries of one name, per resolver and protocol."""
-    shaper, client = Shaper(lab), lab.client_side()
+    shaper, client = Shaper(place), place.client_side()
     shaper.apply(load_link_profile(cfg.network))
     rows, timings = [], []
     try:
@@ -181,15 +186,15 @@ def repeat(lab: Lab, resolvers: list[Resolver], cfg: Repeat) -> BenchResult:
         "the first query (which opens it) is excluded from mean and RSD"])
 
 
-def handshake(lab: Lab, resolver: Resolver, cfg: Handshake) -> BenchResult:
+def handshake(place: Place, resolver: Resolver, cfg: Handshake) -> BenchResult:
     """New-connection handshake time per protocol, and its ratio to the path's RTT."""
-    shaper, client = Shaper(lab), lab.client_side()
+    shaper, client = Shaper(place), place.client_side()
     link = load_link_profile(cfg.network)
     shaper.apply(link)
     rows, timings = [], []
     try:
         wait = max(1.0, 3 * (link.round_trip()["added_rtt_ms"] + 4 * link.round_trip()["rtt_jitter_ms"]) / 1000)
-        rtts, _, _ = probe_rtt(lab, cfg.rtt_probes, 0.01, wait)
+        rtts, _, _ = probe_rtt(place, cfg.rtt_probes, 0.01, wait)
         if not rtts:
             raise HarnessError("handshake bench: no RTT probe came back; is the link up?")
         rtt = statistics.median(rtts)
@@ -220,3 +225,15 @@ def _quantile(values: list[float], q: float) -> float | None:
 
 def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def run(which: str, lab: Lab, resolvers: list[Resolver], settings: BenchProfile) -> list[BenchResult]:
+    """The benchmarks ``which`` names (loss, repeat, handshake or all); loss and handshake use the first resolver."""
+    runs = []
+    if which in ("loss", "all"):
+        runs.append(loss_sweep(lab, resolvers[0], lab.web_hostnames(), settings.loss_sweep))
+    if which in ("repeat", "all"):
+        runs.append(repeat(lab, resolvers, settings.repeat))
+    if which in ("handshake", "all"):
+        runs.append(handshake(lab, resolvers[0], settings.handshake))
+    return runs

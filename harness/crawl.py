@@ -26,18 +26,17 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from harness.daemons import kill_namespace_processes
 from harness.errors import HarnessError
-from harness.internet import InternetSide
-from harness.lab.daemons import kill_namespace_processes
-from harness.lab.lab import Lab
+from harness.place import Place
 from harness.plan import PlannedVisit
 from harness.schedule import estimate, round_start
 from harness.shaping.check import check_link, read_sysctl
 from harness.shaping.profile import LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.store import Store
-from harness.study import LoadedStudy, check_lab_resolvers
-from harness.timer import TimerSettings, hostnames_from_hars, shuffled, time_names
+from harness.study import LoadedStudy, check_resolvers
+from harness.timer import TimerSettings, hostnames_from_hars, time_pairs
 from harness.visit import VisitResult, Visitor
 
 
@@ -65,19 +64,15 @@ class CrawlSummary:
 
 
 class Crawl:
-    """One study's crawl on a lab or an Internet side, into one store."""
+    """One study's crawl on a place (the lab or an Internet side), into one store."""
 
-    def __init__(self, loaded: LoadedStudy, store: Store, place: Lab | InternetSide, results_dir: Path,
+    def __init__(self, loaded: LoadedStudy, store: Store, place: Place, results_dir: Path,
                  backend: str = "auto", console: Console | None = None):
-        target = "internet" if isinstance(place, InternetSide) else "lab"
-        if loaded.study.target != target:
+        if loaded.study.target != place.kind:
             raise HarnessError(f"{loaded.path}: target: the study is for the {loaded.study.target}, "
-                               f"but the crawl was given the {target}")
-        if not place.status().healthy:
-            raise HarnessError(f"{place.config.prefix} is not up and healthy: run 'dnsstudy "
-                               f"{'lab' if target == 'lab' else 'internet'} up'")
-        if target == "lab":
-            check_lab_resolvers(loaded, [r.name for r in place.config.settings.resolvers])
+                               f"but the crawl was given the {place.kind}")
+        place.require_healthy()
+        check_resolvers(loaded, place)
         self.loaded, self.study, self.store, self.place = loaded, loaded.study, store, place
         self.study_id = loaded.name
         self.results_dir = results_dir
@@ -106,11 +101,9 @@ class Crawl:
         return self.store.progress(self.study_id)[1]
 
     def environment(self, visitor: Visitor) -> dict[str, str]:
-        ns = self.place.config.namespaces
+        ns = self.place.namespaces
         env = {**visitor.versions, "kernel": platform.release(), "python": platform.python_version(),
-               "shaping_backend": self.shaper.choose_backend(), "place": f"{self.study.target}:{self.place.config.prefix}"}
-        if isinstance(self.place, Lab):
-            env["lab_profile"] = str(self.place.config.source)
+               "shaping_backend": self.shaper.choose_backend(), **self.place.describe()}
         for role in ("client", "server"):
             if role in ns:
                 env[f"congestion_control_{role}"] = read_sysctl(ns[role], "net.ipv4.tcp_congestion_control")
@@ -124,7 +117,8 @@ class Crawl:
         summary = CrawlSummary()
         self.prepare()
         self._clean_up_after_a_kill()
-        visitor = visitor or Visitor(self.place, self.results_dir, timeout=self.study.page_load_timeout_s)
+        visitor = visitor or Visitor(self.place, self.results_dir, timeout=self.study.page_load_timeout_s,
+                                     stub_idle_timeout_ms=self.study.arms.stub_idle_timeout_ms)
         self.store.record_environment(self.study_id, self.environment(visitor))
         first_start = self.store.started_at(self.study_id, time.time())
         done, total = self.store.progress(self.study_id)
@@ -171,7 +165,7 @@ class Crawl:
     def _clean_up_after_a_kill(self) -> None:
         """A crawl killed mid-visit leaves its browser, driver and stub running in the client namespace
         (they have sessions of their own, so that a Ctrl-C reaches only the crawl); nothing else lives there."""
-        killed = kill_namespace_processes([self.place.config.namespaces["client"]])
+        killed = kill_namespace_processes([self.place.namespaces["client"]])
         self.place.client_side().restore_system_resolver()  # a killed DoH visit leaves a dead resolver there
         for work in (self.place.run_dir / "visits").glob("visit-*"):
             shutil.rmtree(work, ignore_errors=True)
@@ -216,12 +210,12 @@ class Crawl:
 
     def _check_link(self, link: LinkProfile) -> dict:
         backend = (self.shaper.state() or {}).get("backend")
-        if isinstance(self.place, Lab):
+        if self.place.probe_peer() is not None:
             s = self.study.link_check
             check = check_link(self.place, link, backend, probes=s.probes, seconds=s.seconds).to_dict()
-        else:  # no echo or iperf3 peer on the Internet: the timer's RTTs are the check there
+        else:  # no echo or iperf3 peer (the Internet): the timer's RTTs are the check there
             check = {"profile": link.name, "backend": backend, "problem": None,
-                     "note": "Internet side: no probe peer; only the shaping daemons are checked"}
+                     "note": f"{self.place.kind} side: no probe peer; only the shaping daemons are checked"}
         check["problem"] = check.get("problem") or self.shaper.problem()
         return check
 
@@ -269,7 +263,7 @@ class Crawl:
             return
         if result is not None:
             _discard_har(result)
-        raise CrawlHalted(f"{self.place.config.prefix}: daemons died ({', '.join(status.dead)}); the crawl stopped "
+        raise CrawlHalted(f"{self.place.name}: daemons died ({', '.join(status.dead)}); the crawl stopped "
                           f"with visit {visit.ordinal} still planned: bring the lab up again and resume")
 
     # -- after a block -------------------------------------------------------------------
@@ -294,22 +288,14 @@ class Crawl:
         names = hostnames_from_hars(Path(p) for p in self.store.block_hars(self.study_id, block))
         t = self.study.timer
         settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms, concurrency=t.concurrency)
-        pairs = shuffled([f"{r}/{p}" for r, p in self.study.timer_pairs],
-                         self.study.seed, "timer", str(block))
-        records: list[dict] = []
-        problems: list[str] = []
+        pairs = self.study.timer_pairs
         started = time.monotonic()
-        for pair in pairs if names else []:
-            if self.stopping:
-                return  # the block is timed again on resume, whole
-            resolver_name, protocol = pair.split("/")
-            try:
-                timings = time_names(self.place.client_side(), protocol, self.place.resolver(resolver_name),
-                                     shuffled(names, self.study.seed, str(block), pair), settings)
-            except HarnessError as exc:
-                problems.append(f"{pair}: {exc}")
-                continue
-            records += [{**x.to_dict(), "network": network} for x in timings]
+        runs = time_pairs(self.place.client_side(), self.place.resolver, pairs, names, settings, self.study.seed,
+                          pairs_key=("timer", str(block)), names_key=(str(block),), stopping=lambda: self.stopping)
+        if self.stopping:
+            return  # the block is timed again on resume, whole
+        records = [{**x.to_dict(), "network": network} for run in runs for x in run.timings]
+        problems = [run.problem for run in runs if run.problem]
         self.store.add_block_timings(self.study_id, block, network, len(names), records,
                                      "; ".join(problems) or None)
         summary.blocks_timed += 1

@@ -26,10 +26,10 @@ from pyroute2 import IPRoute
 
 from harness import netns
 from harness.arms.base import ClientSide, Resolver
+from harness.daemons import kill_namespace_processes
 from harness.errors import HarnessError, require_root
-from harness.lab.daemons import kill_namespace_processes
-from harness.lab.topology import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF
 from harness.paths import RUN_ROOT
+from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place
 from harness.resolvers import load_resolver
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian's bundle: what Stubby and the timer trust
@@ -39,7 +39,7 @@ IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 @dataclass(frozen=True)
 class InternetConfig:
-    """Names and addresses of one Internet side (duck-compatible with a lab's config where shaping needs it)."""
+    """Names and addresses of one Internet side."""
 
     prefix: str
     interface: str                      # the host interface traffic leaves by
@@ -85,9 +85,15 @@ class InternetStatus:
     def healthy(self) -> bool:
         return self.up and all(self.namespaces.values())
 
+    @property
+    def dead(self) -> list[str]:
+        return [f"namespace {role}" for role, ok in self.namespaces.items() if self.up and not ok]
 
-class InternetSide:
+
+class InternetSide(Place):
     """A client namespace routed to the Internet through a shaper namespace and the host."""
+
+    kind = "internet"
 
     @classmethod
     def named(cls, prefix: str) -> "InternetSide":
@@ -102,8 +108,17 @@ class InternetSide:
 
     def __init__(self, config: InternetConfig):
         self.config = config
+        self.name = config.prefix
         self.run_dir = RUN_ROOT / config.prefix
         self.state_file = self.run_dir / "internet.json"
+
+    @property
+    def namespaces(self) -> dict[str, str]:
+        return self.config.namespaces
+
+    @property
+    def up_command(self) -> str:
+        return f"dnsstudy internet up --interface IF --name {self.name}"
 
     # The addresses: client link .0/30, host link .4/30.
     @property
@@ -126,8 +141,22 @@ class InternetSide:
                           dead_resolver=self.gateway, browser_trusts_ca=False)
 
     def resolver(self, name: str) -> Resolver:
-        """A resolver profile (profiles/resolvers/NAME.toml), or `default`: the host's own Do53 resolver."""
+        """A resolver profile (profiles/resolvers/NAME.toml), or `default`: the host's own plain-DNS resolver."""
         return load_resolver(name)
+
+    def resolver_names(self) -> None:
+        return None  # any resolver profile: a study checks its names when it loads
+
+    def link_ends(self) -> list[tuple[str, str]]:
+        """The link ends at the host, which the harness leaves alone: only the namespaces' ends."""
+        ns = self.namespaces
+        return [(ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF), (ns["shaper"], SHAPER_SERVER_IF)]
+
+    def probe_peer(self) -> None:
+        return None  # no echo or iperf3 peer on the Internet: the timer's RTTs are the check there
+
+    def describe(self) -> dict[str, str]:
+        return {"place": f"{self.kind}:{self.name}", "interface": self.config.interface}
 
     def up(self) -> bool:
         """Create namespaces, links, routes and NAT. False if already up (a no-op)."""

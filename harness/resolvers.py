@@ -11,6 +11,7 @@ from harness.arms.base import Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.profile import load_profile
+from harness.protocols import names, plain_protocols
 
 RESOLVER_DIR = PROJECT_ROOT / "profiles" / "resolvers"
 HOST_RESOLV_CONF = Path("/etc/resolv.conf")
@@ -34,12 +35,12 @@ class ResolverProfile(BaseModel):
 
 
 def protocols_of(name: str) -> set[str]:
-    """The protocols a resolver serves, by name: the host's `default` resolver is Do53 only.
+    """The protocols a resolver serves, by name: the host's `default` resolver serves plain DNS only.
 
-    Lab resolvers and public profiles serve all five (a profile without DoQ or
-    DoH3 endpoints fails in the timer, naming the missing key).
+    Lab resolvers and public profiles serve every registered protocol (a profile
+    without DoQ or DoH3 endpoints fails in the timer, naming the missing key).
     """
-    return {"do53"} if name == "default" else {"do53", "dot", "doh", "doq", "doh3"}
+    return set(plain_protocols()) if name == "default" else set(names())
 
 
 def available_resolvers() -> list[str]:

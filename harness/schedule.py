@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.study import LoadedStudy
 
@@ -74,3 +75,15 @@ def _human(seconds: float) -> str:
     if seconds < 2 * DAY_S:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / DAY_S:.1f} days"
+
+
+def measured_seconds(stores: list[Path]) -> dict[str, list[float]]:
+    """Visit wall times per network from existing stores (missing ones are skipped): what `estimate` reads."""
+    from harness.store import Store
+
+    times: dict[str, list[float]] = {}
+    for path in stores:
+        if path.exists():
+            for network, values in Store(path).visit_seconds().items():
+                times.setdefault(network, []).extend(values)
+    return times

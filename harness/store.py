@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.plan import PlannedVisit
+from harness.protocols import names as protocol_names
 from harness.sitelist import Site
 
 SCHEMA_VERSION = 1
@@ -100,6 +101,15 @@ class Store:
                         self.db.execute(statement)
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         self._check_version()
+        self._record_protocols()
+
+    def _record_protocols(self) -> None:
+        """The registry's protocols in table order, for readers that order configurations (`meta.protocols`)."""
+        order = json.dumps(protocol_names())
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'protocols'").fetchone()
+        if row is None or row[0] != order:
+            with self._transaction():
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('protocols', ?)", (order,))
 
     def _check_version(self) -> None:
         try:
@@ -124,9 +134,6 @@ class Store:
             self.db.execute("INSERT INTO studies (study_id, name, seed, config) VALUES (?, ?, ?, ?)",
                             (study_id, name, seed, json.dumps(config, sort_keys=True)))
             return self._insert_plan(study_id, plan)
-
-    def has_study(self, study_id: str) -> bool:
-        return self.db.execute("SELECT 1 FROM studies WHERE study_id = ?", (study_id,)).fetchone() is not None
 
     def add_plan(self, study_id: str, plan: Iterable[PlannedVisit]) -> int:
         """Write every planned visit in one transaction; returns how many."""

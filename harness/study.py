@@ -10,22 +10,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, project_path
 from harness.plan import PlannedVisit, make_plan
 from harness.profile import line_of, load_profile
+from harness.protocols import browser_protocols, timer_protocols
 from harness.resolvers import available_resolvers, protocols_of
 from harness.shaping.profile import available_profiles
 from harness.sitelist import RankedList, Site, fetch_tranco, load_tranco
 
+if TYPE_CHECKING:
+    from harness.place import Place
+
+
+def _browser_protocol(name: str) -> str:
+    if name not in browser_protocols():
+        raise ValueError(f"no browser arm for protocol '{name}' (have: {', '.join(browser_protocols())})")
+    return name
+
+
+def _timer_protocol(name: str) -> str:
+    if name not in timer_protocols():
+        raise ValueError(f"the timer has no protocol '{name}' (have: {', '.join(timer_protocols())})")
+    return name
+
+
+# Checked against the registry when a study loads, so a newly registered protocol is accepted at once.
+BrowserProtocol = Annotated[str, AfterValidator(_browser_protocol)]
+TimerProtocol = Annotated[str, AfterValidator(_timer_protocol)]
+
 STUDY_DIR = PROJECT_ROOT / "profiles" / "studies"
 TRANCO_CACHE = PROJECT_ROOT / "tranco" / "cache"
-BROWSER_PROTOCOLS = ("do53", "dot", "doh")
-TIMER_PROTOCOLS = ("do53", "dot", "doh", "doq", "doh3")
 
 
 class Selection(BaseModel):
@@ -74,10 +93,23 @@ class TimerStudySettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
-    protocols: list[Literal["do53", "dot", "doh", "doq", "doh3"]] | None = None  # default: the study's
+    protocols: list[TimerProtocol] | None = None  # default: the study's
     timeout_ms: int = Field(default=5000, ge=1)
     idle_timeout_ms: int = Field(default=10000, ge=0)
     concurrency: int = Field(default=1, ge=1, le=64)   # queries in flight; each is still timed on its own
+
+    @field_validator("protocols")
+    @classmethod
+    def _distinct_protocols(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else _distinct(value)
+
+
+class ArmSettings(BaseModel):
+    """How the browser's DNS arms run."""
+
+    model_config = ConfigDict(extra="forbid")
+    # How long a stub (Stubby for DoT) keeps an idle connection to the resolver; 10 s is Stubby's default.
+    stub_idle_timeout_ms: int = Field(default=10000, ge=0, le=3_600_000)
 
 
 class Study(BaseModel):
@@ -94,12 +126,13 @@ class Study(BaseModel):
     duration_days: float | None = Field(default=None, gt=0)  # spread the rounds over this long
     networks: list[str] = Field(min_length=1)
     resolvers: list[str] = Field(min_length=1)
-    protocols: list[Literal["do53", "dot", "doh"]] = Field(min_length=1)
+    protocols: list[BrowserProtocol] = Field(min_length=1)
     page_load_timeout_s: float = Field(default=30.0, gt=0, le=600)
     infrastructure_retries: int = Field(default=2, ge=0, le=10)
     sites: SiteSource
     link_check: LinkCheckSettings = LinkCheckSettings()
     timer: TimerStudySettings = TimerStudySettings()
+    arms: ArmSettings = ArmSettings()
 
     @field_validator("networks")
     @classmethod
@@ -136,7 +169,7 @@ class Study(BaseModel):
 
     @property
     def configurations(self) -> list[tuple[str, str]]:
-        """(resolver, protocol) pairs visited: every pair the resolver serves (`default` is Do53 only)."""
+        """(resolver, protocol) pairs visited: every pair the resolver serves (`default`: plain DNS only)."""
         return [(r, p) for r in self.resolvers for p in self.protocols if p in protocols_of(r)]
 
     @property
@@ -228,12 +261,15 @@ def load_study(name_or_path: str, tranco_cache: Path = TRANCO_CACHE) -> LoadedSt
     return LoadedStudy(path=path, study=study, sites=sites, site_list=ranked)
 
 
-def check_lab_resolvers(loaded: LoadedStudy, lab_resolvers: list[str]) -> None:
-    """A lab study's resolvers must be the lab's; the error names the study file's line."""
+def check_resolvers(loaded: LoadedStudy, place: Place) -> None:
+    """A study's resolvers must be the place's (a lab has its own); the error names the study file's line."""
+    have = place.resolver_names()
+    if have is None:
+        return  # any resolver profile: checked when the study loaded
     text = loaded.path.read_text(encoding="utf-8")
     for name in loaded.study.resolvers:
-        if name not in lab_resolvers:
+        if name not in have:
             number = line_of(text, ("resolvers",))
-            raise HarnessError(f"{loaded.path}:{number}: resolvers: the lab has no resolver '{name}' "
-                               f"(it has: {', '.join(lab_resolvers)})")
+            raise HarnessError(f"{loaded.path}:{number}: resolvers: the {place.kind} has no resolver '{name}' "
+                               f"(it has: {', '.join(have)})")
 

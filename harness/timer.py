@@ -3,8 +3,10 @@
 Two programs do the timing: `dnstimer` (C; getdns for Do53 and DoT, libcurl
 for DoH) and `quictimer` (Go; quic-go for DoQ and DoH3). Both write the same
 JSON record per query (see docs/timer.md). This module builds their command
-lines from a `Resolver`, runs them inside the client namespace, and reads the
-hostnames to time from HARs.
+lines from a `Resolver`, registers each with the protocols it times, runs
+them inside the client namespace, reads the hostnames to time from HARs, and
+holds the one loop that times names for every resolver and protocol (used by
+`dnsstudy timer` and by the crawl after each network block).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from harness import netns
 from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
+from harness.protocols import DO53, DOH, DOH3, DOQ, DOT, register_timer, timer_program, timer_protocols
 
 BIN = PROJECT_ROOT / "build" / "bin"
 
@@ -91,9 +94,9 @@ class Timing:
 
 def _dnstimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings) -> list[str]:
     argv = [str(BIN / "dnstimer"), "--protocol", protocol, "--server", resolver.address]
-    if protocol == "dot":
+    if protocol == DOT.name:
         argv += ["--tls-name", resolver.tls_name, "--ca-file", str(ca_file)]
-    if protocol == "doh":
+    if protocol == DOH.name:
         argv += ["--url", resolver.doh_uri, "--ca-file", str(ca_file)]
     if not s.reuse:
         argv += ["--no-reuse"]
@@ -105,7 +108,7 @@ def _dnstimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings
 def _quictimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings) -> list[str]:
     argv = [str(BIN / "quictimer"), "--protocol", protocol, "--server", resolver.address,
             "--tls-name", resolver.tls_name, "--ca-file", str(ca_file), f"--reuse={str(s.reuse).lower()}"]
-    if protocol == "doq":
+    if protocol == DOQ.name:
         if resolver.doq_port is None:
             raise HarnessError(f"resolver '{resolver.name}' serves no DoQ")
         argv += ["--port", str(resolver.doq_port)]
@@ -116,21 +119,16 @@ def _quictimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSetting
     return argv
 
 
-#: protocol -> builder of the timer's command line. A new protocol is one entry.
-PROGRAMS: dict[str, Callable[[str, Resolver, Path, TimerSettings], list[str]]] = {
-    "do53": _dnstimer, "dot": _dnstimer, "doh": _dnstimer, "doq": _quictimer, "doh3": _quictimer,
-}
-
-
-PROTOCOLS: tuple[str, ...] = tuple(PROGRAMS)
+# Each program registers the protocols it times; a new one is a builder and a line here.
+for _protocol in (DO53, DOT, DOH):
+    register_timer(_protocol, _dnstimer)
+for _protocol in (DOQ, DOH3):
+    register_timer(_protocol, _quictimer)
 
 
 def timer_argv(protocol: str, resolver: Resolver, ca_file: Path, settings: TimerSettings) -> list[str]:
     """The command line that times queries of ``protocol`` to ``resolver`` (names on stdin)."""
-    try:
-        build = PROGRAMS[protocol]
-    except KeyError:
-        raise HarnessError(f"unknown protocol '{protocol}' (choose from {', '.join(PROGRAMS)})") from None
+    build: Callable[[str, Resolver, Path, TimerSettings], list[str]] = timer_program(protocol)
     argv = build(protocol, resolver, ca_file, settings)
     if not Path(argv[0]).exists():
         raise HarnessError(f"{argv[0]} is missing: run 'bash scripts/setup.sh'")
@@ -211,3 +209,38 @@ def shuffled(names: Iterable[str], seed: int, *key: str) -> list[str]:
     order = sorted(names)
     random.Random("/".join([str(seed), *key])).shuffle(order)
     return order
+
+
+@dataclass
+class PairTimings:
+    """The timer's records for one resolver and protocol, or why there are none."""
+
+    resolver: str
+    protocol: str
+    timings: list[Timing]
+    problem: str | None = None
+
+
+def time_pairs(client: ClientSide, resolver_of: Callable[[str], Resolver], pairs: Iterable[tuple[str, str]],
+               names: Iterable[str], settings: TimerSettings, seed: int, pairs_key: tuple[str, ...] = (),
+               names_key: tuple[str, ...] = (), stopping: Callable[[], bool] = lambda: False) -> list[PairTimings]:
+    """Time every name for every (resolver, protocol) pair, pairs and names in a random order from the seed.
+
+    A pair whose timer fails (missing endpoint, crash) keeps its one-line problem and the loop goes on;
+    ``stopping`` ends the loop early (the caller decides what a partial run means).
+    """
+    names = list(names)
+    order = shuffled([f"{r}/{p}" for r, p in pairs], seed, *pairs_key)
+    runs: list[PairTimings] = []
+    for pair in order if names else []:
+        if stopping():
+            break
+        resolver, protocol = pair.split("/")
+        try:
+            timings = time_names(client, protocol, resolver_of(resolver), shuffled(names, seed, *names_key, pair),
+                                 settings)
+            runs.append(PairTimings(resolver, protocol, timings))
+        except HarnessError as exc:
+            runs.append(PairTimings(resolver, protocol, [], f"{pair}: {exc}"))
+    return runs
+

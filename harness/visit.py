@@ -1,13 +1,14 @@
 """One visit: a URL, a DNS arm, a fresh browser; the result, its HAR and the arm's proof.
 
-`Visitor` holds what many visits share (the lab, the browser account, the
-profile template, versions); the crawl (issue 6) drives it visit after
-visit. `run_visit` is the one-shot form behind `dnsstudy visit`.
+`Visitor` holds what many visits share (the place, the browser account, the
+profile template, versions); the crawl drives it visit after visit.
+`run_visit` is the one-shot form behind `dnsstudy visit`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import time
 import uuid
@@ -23,9 +24,8 @@ from harness.browser.prefs import load_prefs
 from harness.browser.session import GECKODRIVER, BrowserSession, NavigationReport
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError, require_root
-from harness.internet import InternetSide
-from harness.lab.lab import Lab
-from harness.outcome import ErrorClass, Signals, classify
+from harness.outcome import ErrorClass, Outcome, Signals, classify
+from harness.place import Place
 from harness.shaping.shaper import Shaper
 
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
@@ -73,35 +73,49 @@ def geckodriver_version() -> str:
     return out.split()[1] if out.split()[:1] == ["geckodriver"] else "unknown"
 
 
-class Visitor:
-    """Runs visits from the client namespace of a lab or an Internet side, one at a time."""
+@dataclass
+class _Observed:
+    """What one browser run left behind: the navigation, the counters around it, the arm's and link's health."""
 
-    def __init__(self, lab: Lab | InternetSide, results_dir: Path, timeout: float = 30.0, margin: float = 10.0,
-                 network: str = "wired"):
+    report: NavigationReport
+    arm_problem: str | None
+    link_problem: str | None
+    link: dict
+    before: dict[str, int] | None = None
+    after: dict[str, int] | None = None
+    packets: dict[str, int] = field(default_factory=dict)
+
+
+class Visitor:
+    """Runs visits from the client namespace of a place (the lab or an Internet side), one at a time."""
+
+    def __init__(self, place: Place, results_dir: Path, timeout: float = 30.0, margin: float = 10.0,
+                 network: str = "wired", stub_idle_timeout_ms: int = 10_000):
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
-        if not lab.status().healthy:
-            raise HarnessError(f"lab '{lab.config.prefix}' is not up and healthy: run 'dnsstudy lab up'")
+        place.require_healthy()
         if not GECKODRIVER.exists():
             raise HarnessError(f"{GECKODRIVER} is missing: run scripts/setup.sh")
         if timeout <= 0 or margin <= 0:
             raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
-        self.lab = lab
-        self.shaper = Shaper(lab)
-        self.client = lab.client_side()
+        self.place = place
+        self.shaper = Shaper(place)
+        self.client = place.client_side()
         self.account = BrowserAccount.lookup()
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
+        self.stub_idle_timeout_ms = stub_idle_timeout_ms
         (results_dir / "hars").mkdir(parents=True, exist_ok=True)
-        self.work_root = lab.run_dir / "visits"
+        self.work_root = place.run_dir / "visits"
         self.work_root.mkdir(exist_ok=True)
         self.versions = {"firefox": firefox_version(), "geckodriver": geckodriver_version(), "dnsstudy": __version__}
         prefs = load_prefs().as_dict()
-        self.template = ensure_template(lab.run_dir, self.client.ca_file if self.client.browser_trusts_ca else None,
+        self.template = ensure_template(place.run_dir, self.client.ca_file if self.client.browser_trusts_ca else None,
                                         prefs, self.account,
                                         self.client.namespace, self.versions["firefox"])
 
     def arm(self, protocol: str, resolver: str, persistent: bool = False) -> DnsArm:
-        return make_arm(protocol, self.lab.resolver(resolver), self.client, persistent=persistent)
+        return make_arm(protocol, self.place.resolver(resolver), self.client, persistent=persistent,
+                        idle_timeout_ms=self.stub_idle_timeout_ms)
 
     def visit_once(self, url: str, protocol: str, resolver: str) -> VisitResult:
         """Start a fresh arm, visit once, stop the arm."""
@@ -118,37 +132,49 @@ class Visitor:
         t0 = time.monotonic()
         visit_id = uuid.uuid4().hex
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-        problem = arm.problem()
-        link_problem = self.shaper.problem()  # a dead delayer: nothing to measure
-        state = self.shaper.state() or {}
-        link = {k: state.get(k) for k in ("profile", "backend", "fingerprint")} if state else {"profile": None}
-        report = NavigationReport(url=url)
-        before = after = None
-        packets: dict[str, int] = {}
         try:
-            if problem is None and link_problem is None:  # no browser when arm or link is broken
-                control = arm.resolver.control_config
-                reset_client_counters(self.client.namespace, arm.resolver.address)
-                before = resolver_counters(control) if control else None
-                session = BrowserSession(self.account, self.template, self.client.namespace, self.work_root,
-                                         prefs=arm.firefox_prefs(), timeout=self.timeout, margin=self.margin)
-                report = session.run(url)
-                after = resolver_counters(control) if control else None
-                packets = client_counters(self.client.namespace)
-                problem = arm.problem()
-                link_problem = self.shaper.problem()
+            seen = self._browse(url, arm)
         finally:
             arm.finish_visit()
-        unmeasured = problem or link_problem
-        proof = judge(arm.protocol, arm.transport, before, after, packets, arm.client_required, arm.client_forbidden) \
-            if unmeasured is None else ArmProof(arm.protocol, None, packets, None, None, False,
-                                                "not measured: " + unmeasured)
-
-        t = time.monotonic()
+        unmeasured = seen.arm_problem or seen.link_problem
+        proof = judge(arm.protocol, arm.transport, seen.before, seen.after, seen.packets, arm.client_required,
+                      arm.client_forbidden) if unmeasured is None else \
+            ArmProof(arm.protocol, None, seen.packets, None, None, False, "not measured: " + unmeasured)
+        report = seen.report
         page_loaded = report.exception is None and not (report.document_uri or "").startswith("about:")
         on_load = report.page.on_load_ms if (report.page and page_loaded) else None
         if report.page and not page_loaded:
             report.page.on_load_ms = report.page.on_content_load_ms = None  # an error page's own load
+        har, har_path, har_problem = self._keep_har(report, url, visit_id, page_loaded, unmeasured)
+        outcome = classify(Signals(exception=report.exception, document_uri=report.document_uri, on_load_ms=on_load,
+                                   driver_failure=report.driver_failure, arm_problem=seen.arm_problem,
+                                   link_problem=seen.link_problem,
+                                   proof_valid=proof.valid, proof_reason=proof.reason, har_problem=har_problem))
+        return self._result(url, arm, seen, proof, outcome, on_load, har, har_path, har_problem,
+                            visit_id=visit_id, started=started, wall_s=time.monotonic() - t0)
+
+    def _browse(self, url: str, arm: DnsArm) -> _Observed:
+        """Run the browser once, between two readings of the counters; no browser when arm or link is broken."""
+        state = self.shaper.state() or {}
+        link = {k: state.get(k) for k in ("profile", "backend", "fingerprint")} if state else {"profile": None}
+        seen = _Observed(NavigationReport(url=url), arm.problem(), self.shaper.problem(), link)
+        if seen.arm_problem is not None or seen.link_problem is not None:
+            return seen
+        control = arm.resolver.control_config
+        reset_client_counters(self.client.namespace, arm.resolver.address)
+        seen.before = resolver_counters(control) if control else None
+        session = BrowserSession(self.account, self.template, self.client.namespace, self.work_root,
+                                 prefs=arm.firefox_prefs(), timeout=self.timeout, margin=self.margin)
+        seen.report = session.run(url)
+        seen.after = resolver_counters(control) if control else None
+        seen.packets = client_counters(self.client.namespace)
+        seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
+        return seen
+
+    def _keep_har(self, report: NavigationReport, url: str, visit_id: str, page_loaded: bool,
+                  unmeasured: str | None) -> tuple[dict | None, Path | None, str | None]:
+        """Build the HAR from the events; write it if it is valid or the page loaded. (har, path, problem)."""
+        t = time.monotonic()
         har = har_path = har_problem = None
         if report.events or report.page:
             har = build_har(report.events, report.page or PageInfo(url=url), self.versions["firefox"], __version__)
@@ -159,34 +185,39 @@ class Visitor:
         elif unmeasured is None and report.driver_failure is None:
             har_problem = "no events recorded"
         report.phases["har"] = time.monotonic() - t
+        return har, har_path, har_problem
 
-        outcome = classify(Signals(exception=report.exception, document_uri=report.document_uri, on_load_ms=on_load,
-                                   driver_failure=report.driver_failure, arm_problem=problem,
-                                   link_problem=link_problem,
-                                   proof_valid=proof.valid, proof_reason=proof.reason, har_problem=har_problem))
+    def _result(self, url: str, arm: DnsArm, seen: _Observed, proof: ArmProof, outcome: Outcome,
+                on_load: float | None, har: dict | None, har_path: Path | None, har_problem: str | None, *,
+                visit_id: str, started: str, wall_s: float) -> VisitResult:
+        report = seen.report
         agrees = None
         if on_load is not None and report.bidi_on_load_ms is not None:
             agrees = abs(on_load - report.bidi_on_load_ms) <= ONLOAD_TOLERANCE_MS
-        result = VisitResult(
+        return VisitResult(
             visit_id=visit_id, url=url, protocol=arm.protocol, resolver=arm.resolver.name, network=self.network,
             started_at=started, error_class=outcome.error_class.value, detail=outcome.detail,
             paper_2019=outcome.paper_2019, counted=outcome.counted,
             on_load_ms=on_load if outcome.error_class is ErrorClass.SUCCESSFUL else None,
             on_content_load_ms=report.page.on_content_load_ms if report.page else None,
             bidi_on_load_ms=report.bidi_on_load_ms, on_load_agrees=agrees,
-            wall_s=round(time.monotonic() - t0, 3), phases={k: round(v, 3) for k, v in report.phases.items()},
+            wall_s=round(wall_s, 3), phases={k: round(v, 3) for k, v in report.phases.items()},
             signal={"exception": report.exception, "message": report.message, "document_uri": report.document_uri,
                     "driver_failure": report.driver_failure, "watchdog_fired": report.watchdog_fired,
-                    "arm_problem": problem, "link_problem": link_problem},
+                    "arm_problem": seen.arm_problem, "link_problem": seen.link_problem},
             proof=proof.to_dict(), arm=arm.describe(),
             har_path=str(har_path) if har_path else None,
             har_entries=len(har["log"]["entries"]) if har else 0, har_problem=har_problem,
-            next_hop_protocol=report.next_hop_protocol, timeout_s=self.timeout, versions=self.versions, link=link,
+            next_hop_protocol=report.next_hop_protocol, timeout_s=self.timeout, versions=self.versions,
+            link=seen.link,
         )
-        return result
 
 
-def run_visit(lab: Lab | InternetSide, url: str, protocol: str, resolver: str, results_dir: Path, timeout: float = 30.0,
+def run_visit(place: Place, url: str, protocol: str, resolver: str, results_dir: Path, timeout: float = 30.0,
               margin: float = 10.0, network: str = "wired") -> VisitResult:
-    """One visit through a new Visitor (what `dnsstudy visit` does)."""
-    return Visitor(lab, results_dir, timeout=timeout, margin=margin, network=network).visit_once(url, protocol, resolver)
+    """One visit through a new Visitor, appended to ``results_dir``/visits.jsonl (what `dnsstudy visit` does)."""
+    result = Visitor(place, results_dir, timeout=timeout, margin=margin, network=network).visit_once(
+        url, protocol, resolver)
+    with open(results_dir / "visits.jsonl", "a") as f:
+        f.write(json.dumps(result.to_dict()) + "\n")
+    return result

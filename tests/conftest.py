@@ -1,20 +1,50 @@
-"""Shared fixtures. Integration tests (marker `lab`) run real daemons in real namespaces."""
+"""Shared fixtures. Integration tests (marker `lab`) run real daemons in real namespaces.
+
+Every lab a test starts comes from here: the session's shared lab (`lab`)
+and private labs (`private_lab`), each with a prefix and a /23 handed out
+by `LabAddresses`, so no test picks its own subnet and every lab is brought
+down when its test ends. `DNSSTUDY_TEST_PREFIX` and `DNSSTUDY_TEST_POOL`
+move all of them, so two test runs (or a developer's default lab, prefix
+"dsl" on 198.18.0.0/23) never meet.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.lab.config import load_lab_config
+from harness.lab.config import LabConfig, load_lab_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Test labs use their own prefixes and subnets so they never touch a
-# developer's running default lab (prefix "dsl", 198.18.0.0/23).
-TEST_PREFIX = "dstest"
-TEST_SUBNET = "198.18.4.0/23"
+TEST_PREFIX = os.environ.get("DNSSTUDY_TEST_PREFIX", "dstest")
+#: /23s for test labs: the first is the session lab's, the rest go to private labs in turn.
+TEST_POOL = ipaddress.ip_network(os.environ.get("DNSSTUDY_TEST_POOL", "198.18.32.0/19"))
+TEST_SUBNET = str(next(TEST_POOL.subnets(new_prefix=23)))
+
+
+class LabAddresses:
+    """Hands out a fresh (prefix, /23) for each private lab of the session."""
+
+    def __init__(self, base: str, pool: ipaddress.IPv4Network | ipaddress.IPv6Network):
+        self.base = base[:8]  # room for a two-digit counter within the 12-character limit
+        self.subnets = pool.subnets(new_prefix=23)
+        next(self.subnets)  # the session lab's
+        self.count = 0
+
+    def next(self) -> tuple[str, str]:
+        self.count += 1
+        try:
+            return f"{self.base}p{self.count}", str(next(self.subnets))
+        except StopIteration:
+            raise RuntimeError(f"DNSSTUDY_TEST_POOL {TEST_POOL} has no /23 left for another private lab") from None
+
+
+_ADDRESSES = LabAddresses(TEST_PREFIX, TEST_POOL)
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +58,7 @@ def _lab_tests_need_root(request):
 
 
 @pytest.fixture(scope="session")
-def lab_config():
+def lab_config() -> LabConfig:
     return load_lab_config().with_overrides(prefix=TEST_PREFIX, subnet=TEST_SUBNET)
 
 
@@ -42,3 +72,29 @@ def lab(lab_config):
     the_lab.up()
     yield the_lab
     the_lab.down()
+
+
+@pytest.fixture
+def private_lab(lab_config) -> Iterator[Callable[..., object]]:
+    """A factory of labs of the test's own: `private_lab(up=True)` returns a `Lab` with a fresh prefix and /23.
+
+    With `up=False` the lab is only named (for tests that bring it up through the CLI,
+    or test what happens to a lab that never came up). Every lab handed out is
+    brought down when the test ends, whatever state it is in.
+    """
+    from harness.lab.lab import Lab
+
+    made: list[Lab] = []
+
+    def make(up: bool = True, config: LabConfig | None = None) -> Lab:
+        prefix, subnet = _ADDRESSES.next()
+        the_lab = Lab((config or lab_config).with_overrides(prefix=prefix, subnet=subnet))
+        made.append(the_lab)
+        the_lab.down()  # leftovers of an interrupted earlier run
+        if up:
+            the_lab.up()
+        return the_lab
+
+    yield make
+    for the_lab in made:
+        the_lab.down()

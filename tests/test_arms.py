@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.arms import ARMS, ClientSide, Resolver, make_arm
-from harness.arms.evidence import CLIENT_COUNTERS, judge
+from harness.arms import ClientSide, Resolver, make_arm
+from harness.arms.evidence import client_counter_names, judge
+from harness.protocols import browser_protocols
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
 from harness.profile import load_profile
@@ -21,11 +22,11 @@ def zero() -> dict[str, int]:
 
 
 def packets(**counts) -> dict[str, int]:
-    return {name: counts.get(name, 0) for name in CLIENT_COUNTERS}
+    return {name: counts.get(name, 0) for name in client_counter_names()}
 
 
 def test_every_protocol_has_an_arm():
-    assert set(ARMS) == {"do53", "dot", "doh"}
+    assert set(browser_protocols()) == {"do53", "dot", "doh"}
     with pytest.raises(HarnessError, match="unknown protocol 'doq'"):
         make_arm("doq", RESOLVER, CLIENT)
 
@@ -33,16 +34,17 @@ def test_every_protocol_has_an_arm():
 def test_proof_accepts_the_arms_own_transport_only():
     arm = make_arm("dot", RESOLVER, CLIENT)
     after = dict(zero(), dot=42)
-    proof = judge("dot", arm.transport, zero(), after, packets(dns53_loopback=42, dot_resolver=50, dot_new_any=1),
+    proof = judge("dot", arm.transport, zero(), after, packets(stub_loopback=42, dot_resolver=50, dot_connections=1),
                   arm.client_required, arm.client_forbidden)
     assert proof.valid and proof.on_arm == 42 and proof.off_arm == 0
 
 
 @pytest.mark.parametrize("after, pk, reason", [
-    (dict(dot=0), dict(dns53_loopback=4, dot_resolver=1), "no dot query"),
-    (dict(dot=40, do53_udp=2), dict(dns53_loopback=4, dot_resolver=5), "2 queries over other transports"),
-    (dict(dot=40), dict(dns53_loopback=4, dot_resolver=5, dns53_other=3), "3 packets counted on dns53_other"),
-    (dict(dot=40), dict(dot_resolver=5), "no packets counted on dns53_loopback"),
+    (dict(dot=0), dict(stub_loopback=4, dot_resolver=1), "no dot query"),
+    (dict(dot=40, do53_udp=2), dict(stub_loopback=4, dot_resolver=5), "2 queries over other transports"),
+    (dict(dot=40), dict(stub_loopback=4, dot_resolver=5, do53_other=3), "3 packets counted on do53_other"),
+    (dict(dot=40), dict(dot_resolver=5), "no packets counted on stub_loopback"),
+    (dict(dot=40), dict(stub_loopback=4, dot_resolver=5, doh_connections=1), "1 packets counted on doh_connections"),
 ])
 def test_proof_rejects_other_transports_and_missing_evidence(after, pk, reason):
     arm = make_arm("dot", RESOLVER, CLIENT)

@@ -170,12 +170,10 @@ def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_count
     assert_store_matches_plan(study, store)
 
 
-def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(lab_config, tmp_path):
-    halted = Lab(lab_config.with_overrides(prefix="dshalt", subnet="198.18.22.0/23"))
-    halted.down()
-    halted.up()
+def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(private_lab, tmp_path):
+    halted = private_lab()
     study, store = study_file(tmp_path, name="halttest", seed=3), tmp_path / "run" / "store.sqlite"
-    argv = crawl_argv(study, store, "dshalt", "198.18.22.0/23")
+    argv = crawl_argv(study, store, halted.config.prefix, halted.config.settings.subnet)
     crawl = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: done_visits(store) >= 1, 200, "the first visit")
@@ -187,20 +185,22 @@ def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(lab
         db = sqlite3.connect(store)
         assert db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done' AND error_class != 'Successful'"
                           ).fetchone()[0] == 0
-        assert client_processes("dshalt") == []
+        assert client_processes(halted.config.prefix) == []
     finally:
         if crawl.poll() is None:
             crawl.kill()
-        halted.down()
 
 
-def test_the_demo_brings_up_a_lab_crawls_analyses_and_leaves_nothing(lab_config, tmp_path):
+def test_the_demo_brings_up_a_lab_crawls_analyses_and_leaves_nothing(private_lab, tmp_path):
     study = study_file(tmp_path, name="demotest", seed=2, changes={'networks = ["wired", "4g"]': 'networks = ["wired"]'})
     results = tmp_path / "demo"
-    run = subprocess.run([*DNSSTUDY, "demo", "--study", str(study), "--results", str(results), "--prefix", "dsdemo",
-                          "--subnet", "198.18.14.0/23"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    demo_lab = private_lab(up=False)  # the demo brings it up and down itself
+    prefix = demo_lab.config.prefix
+    run = subprocess.run([*DNSSTUDY, "demo", "--study", str(study), "--results", str(results), "--prefix", prefix,
+                          "--subnet", demo_lab.config.settings.subnet], cwd=ROOT, env=ENV, capture_output=True,
+                         text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "checks passed" in run.stdout and "lab dsdemo down" in run.stdout and "demo finished" in run.stdout
+    assert "checks passed" in run.stdout and f"lab {prefix} down" in run.stdout and "demo finished" in run.stdout
     assert (results / "report" / "report.html").exists() and (results / "report" / "figures" / "grid-wired.pdf").exists()
     assert_store_matches_plan(study, results / "store.sqlite")
-    assert not netns.exists("dsdemo-client") and not Lab(lab_config.with_overrides(prefix="dsdemo")).run_dir.exists()
+    assert not netns.exists(f"{prefix}-client") and not demo_lab.run_dir.exists()

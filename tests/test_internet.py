@@ -133,7 +133,7 @@ def test_a_visit_runs_on_the_internet_side_with_a_client_side_proof(side, upstre
     assert result.error_class == "Successful", (result.detail, result.signal, result.proof)
     assert result.on_load_ms and result.har_path and Path(result.har_path).exists()
     assert result.proof["valid"] and result.proof["resolver_queries"] is None  # no resolver statistics here
-    assert result.proof["client_packets"]["dns53_resolver"] > 0
+    assert result.proof["client_packets"]["do53_resolver"] > 0
 
 
 def test_down_leaves_nothing(upstream):

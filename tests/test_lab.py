@@ -163,25 +163,18 @@ def test_resolvers_differ_as_documented(lab, client, resolvers):
     assert median(far[5:]) - median(near[5:]) >= 0.75 * rtt
 
 
-def test_dead_delayer_is_detected(lab_config):
+def test_dead_delayer_is_detected(private_lab):
     """Killing the delayer silences far's upstream (no bypass) and status reports it dead."""
-    from harness.lab.lab import Lab
-
-    other = Lab(lab_config.with_overrides(prefix="dsdelay", subnet="198.18.10.0/23"))
-    other.down()
-    try:
-        other.up()
-        client = other.config.namespaces["client"]
-        far = other.config.addresses.resolver(1)
-        delayer = next(d for d in other.status().daemons if d["name"] == "delayer-far")
-        os.kill(delayer["pid"], signal.SIGKILL)
-        time.sleep(0.2)
-        out = in_ns(client, "dig", "+tries=1", "+time=4", f"@{far}", "wikipedia.org")
-        assert "status: NOERROR" not in out.stdout
-        status = other.status()
-        assert "delayer-far" in status.dead and not status.healthy
-    finally:
-        other.down()
+    other = private_lab()
+    client = other.config.namespaces["client"]
+    far = other.config.addresses.resolver(1)
+    delayer = next(d for d in other.status().daemons if d["name"] == "delayer-far")
+    os.kill(delayer["pid"], signal.SIGKILL)
+    time.sleep(0.2)
+    out = in_ns(client, "dig", "+tries=1", "+time=4", f"@{far}", "wikipedia.org")
+    assert "status: NOERROR" not in out.stdout
+    status = other.status()
+    assert "delayer-far" in status.dead and not status.healthy
 
 
 def test_first_dot_query_is_not_held_by_nagle(lab, client, resolvers):

@@ -31,6 +31,11 @@ def _cli(*args: str, env: dict | None = None, no_caps: bool = False) -> subproce
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
+def _names(the_lab: Lab) -> tuple[str, ...]:
+    """--prefix and --subnet of a private lab, for the CLI."""
+    return ("--prefix", the_lab.config.prefix, "--subnet", the_lab.config.settings.subnet)
+
+
 def _assert_nothing_left(the_lab: Lab) -> None:
     for name in the_lab.config.namespaces.values():
         assert not namespace_exists(name), name
@@ -40,15 +45,14 @@ def _assert_nothing_left(the_lab: Lab) -> None:
     assert not live_processes_mentioning(str(the_lab.run_dir)), "daemons left running"
 
 
-def test_down_after_every_daemon_crashed_removes_everything(lab, lab_config):
+def test_down_after_every_daemon_crashed_removes_everything(lab, private_lab):
     """A second lab beside the session's lab; its daemons are SIGKILLed, then `lab down`."""
-    crashed = Lab(lab_config.with_overrides(prefix="dscrash", subnet="198.18.6.0/23"))
-    crashed.down()
-    crashed.up()
+    crashed = private_lab()
     assert crashed.status().healthy and lab.status().healthy  # two labs side by side
     # the second lab answers in its own namespace with its own addresses
-    out = in_ns(crashed.config.namespaces["client"], "dig", "+short", "@198.18.7.53", "www.lab.test")
-    assert out.stdout.strip() == "198.18.7.100"
+    plan = crashed.config.addresses
+    out = in_ns(crashed.config.namespaces["client"], "dig", "+short", f"@{plan.resolver(0)}", "www.lab.test")
+    assert out.stdout.strip() == plan.web(1)[0]
     # a stray process started inside a lab namespace, not recorded anywhere
     stray = subprocess.Popen(["ip", "netns", "exec", crashed.config.namespaces["client"], "sleep", "300"],
                              start_new_session=True)
@@ -61,7 +65,7 @@ def test_down_after_every_daemon_crashed_removes_everything(lab, lab_config):
         time.sleep(0.05)  # SIGKILL is delivered asynchronously
     status = crashed.status()
     assert not status.healthy and len(status.dead) == len(status.daemons)
-    shown = _cli("lab", "status", "--json", "--prefix", "dscrash", "--subnet", "198.18.6.0/23")
+    shown = _cli("lab", "status", "--json", *_names(crashed))
     assert shown.returncode == 1 and set(json.loads(shown.stdout)["dead"]) == {d["name"] for d in status.daemons}
     crashed.down()
     stray.wait(timeout=5)
@@ -69,19 +73,20 @@ def test_down_after_every_daemon_crashed_removes_everything(lab, lab_config):
     assert lab.status().healthy  # the other lab did not notice
 
 
-def test_down_twice_and_down_of_a_lab_never_up(lab_config):
-    never = Lab(lab_config.with_overrides(prefix="dsnever", subnet="198.18.12.0/23"))
+def test_down_twice_and_down_of_a_lab_never_up(private_lab):
+    never = private_lab(up=False)
     assert never.down() == []
     assert never.down() == []
 
 
-def test_subnet_colliding_with_a_host_address_is_refused(lab_config):
+def test_subnet_colliding_with_a_host_address_is_refused(private_lab, lab_config):
     # 127.0.0.0/8 is on the host's loopback interface
-    result = _cli("lab", "up", "--prefix", "dscoll", "--subnet", "127.0.8.0/23")
+    named = private_lab(up=False)
+    result = _cli("lab", "up", "--prefix", named.config.prefix, "--subnet", "127.0.8.0/23")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "collides with 127.0.0.0/8 on host interface lo" in lines[0], result.stderr
-    _assert_nothing_left(Lab(lab_config.with_overrides(prefix="dscoll", subnet="127.0.8.0/23")))
+    _assert_nothing_left(Lab(lab_config.with_overrides(prefix=named.config.prefix, subnet="127.0.8.0/23")))
 
 
 @pytest.mark.parametrize("command", [("lab", "up"), ("lab", "down"), ("demo",)])
@@ -112,7 +117,7 @@ def test_broken_profile_is_one_line(tmp_path):
     assert len(lines) == 1 and f"{profile}:" in lines[0] and "prefx: unknown key" in lines[0]
 
 
-def test_up_failing_half_way_removes_what_it_made(tmp_path, lab_config):
+def test_up_failing_half_way_removes_what_it_made(tmp_path, private_lab):
     """nginx that dies at start (fault injected through PATH): up fails, names it, leaves nothing."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -121,9 +126,10 @@ def test_up_failing_half_way_removes_what_it_made(tmp_path, lab_config):
     broken = bin_dir / "nginx"
     broken.write_text("#!/bin/sh\necho 'nginx: [emerg] injected failure' >&2\nexit 1\n")
     broken.chmod(0o755)
-    result = _cli("lab", "up", "--prefix", "dshalf", "--subnet", "198.18.20.0/23",
+    half = private_lab(up=False)
+    result = _cli("lab", "up", *_names(half),
                   env={"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"})
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "lab did not come up" in lines[0] and "nginx" in lines[0] and "injected failure" in lines[0]
-    _assert_nothing_left(Lab(lab_config.with_overrides(prefix="dshalf", subnet="198.18.20.0/23")))
+    _assert_nothing_left(half)

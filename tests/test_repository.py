@@ -62,7 +62,7 @@ def test_ci_runs_the_readme_test_command_and_nothing_else():
 
 
 def test_compact_addresses():
-    from harness.cli import compact_addresses
+    from harness.cli.lab import compact_addresses
 
     assert compact_addresses(["198.18.1.100:443", "198.18.1.101:443", "198.18.1.102:443", "198.18.1.62:443"]) == (
         "198.18.1.100-102:443 198.18.1.62:443"

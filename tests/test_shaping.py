@@ -2,6 +2,10 @@
 
 Bounds are loose enough that no machine noise breaks them, tight enough to
 catch a missing delay, loss or rate. Accuracy figures come from the benchmark.
+
+Each test pins the backend it asserts on: the user-space one works on every
+kernel; the netem ones (marker `netem`) need a kernel with sch_netem and say
+so when it is missing, since no user-space stand-in can test the kernel's qdisc.
 """
 
 from __future__ import annotations
@@ -23,7 +27,20 @@ pytestmark = pytest.mark.lab
 
 @pytest.fixture
 def shaper(lab):
-    s = Shaper(lab)
+    """The user-space backend, whatever the kernel has: the tests below assert on its daemons."""
+    s = Shaper(lab, backend="userspace")
+    yield s
+    s.clear()
+
+
+@pytest.fixture
+def netem_shaper(lab):
+    """The kernel backend; these tests need sch_netem, which no user-space stand-in can replace."""
+    from harness.shaping.netem import netem_available
+
+    s = Shaper(lab, backend="netem")
+    if not netem_available(s.point.namespace, s.point.downlink_if):
+        pytest.skip("needs a kernel with sch_netem (this kernel has none; the user-space backend is tested above)")
     yield s
     s.clear()
 
@@ -33,16 +50,18 @@ def qdiscs(lab) -> str:
                           capture_output=True, text=True).stdout
 
 
-def test_fallback_is_chosen_here_and_netem_refused_with_a_message(shaper):
+def test_auto_chooses_netem_only_where_the_kernel_has_it_and_a_forced_netem_says_why_not(lab):
     from harness.errors import HarnessError
     from harness.shaping.netem import netem_available
 
-    if not netem_available(shaper.place.namespace, shaper.place.downlink_if):
-        assert shaper.choose_backend() == "userspace"
-        with pytest.raises(HarnessError, match="no sch_netem"):
-            Shaper(shaper.lab, backend="netem").choose_backend()
+    auto = Shaper(lab)
+    if netem_available(auto.point.namespace, auto.point.downlink_if):
+        assert auto.choose_backend() == "netem"
     else:
-        assert shaper.choose_backend() == "netem"
+        assert auto.choose_backend() == "userspace"
+        with pytest.raises(HarnessError, match="no sch_netem"):
+            Shaper(lab, backend="netem").choose_backend()
+    assert Shaper(lab, backend="userspace").choose_backend() == "userspace"  # forced: always honoured
 
 
 def test_4g_adds_its_delay_and_rates_and_applying_twice_is_a_no_op(lab, shaper):
@@ -110,3 +129,29 @@ def test_switching_and_clearing_leave_no_shaping_behind(lab, shaper):
     assert not any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split(") ")[1][0] != "Z" for p in pids)
     check = check_link(lab, load_link_profile("wired"), None, probes=200, seconds=1)
     assert check.rtt_mean_ms < 5 and check.uplink_lost == 0
+
+
+@pytest.mark.netem
+def test_netem_adds_its_delay_and_rates(lab, netem_shaper):
+    link = load_link_profile("4g")
+    assert netem_shaper.apply(link) is True
+    assert netem_shaper.daemons() == []  # the kernel does it all: no delayer
+    check = check_link(lab, link, "netem", probes=200, seconds=2)
+    assert check.problem is None
+    assert 45 < check.rtt_mean_ms < 70, check
+    assert 3 < check.uplink_mbit < 9, check
+    assert 12 < check.downlink_mbit < 25, check
+
+
+@pytest.mark.netem
+def test_netem_loss_hits_the_direction_the_profile_names_and_clear_removes_it(lab, netem_shaper, tmp_path):
+    path = tmp_path / "lossy-up.toml"
+    path.write_text('description = "20 % uplink loss"\nsource = "test"\n[uplink]\nloss_percent = 20\n')
+    link = load_link_profile(str(path))
+    netem_shaper.apply(link)
+    assert "netem" in qdiscs(lab)
+    check = check_link(lab, link, "netem", probes=300, seconds=1)
+    assert 8 < check.uplink_loss_percent < 35, check
+    assert check.downlink_loss_percent < 3, check
+    netem_shaper.clear()
+    assert "netem" not in qdiscs(lab)

@@ -18,7 +18,10 @@ from harness.capture import capture, do53_wire_us
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.timer import BIN, PROTOCOLS, TimerSettings, time_names
+from harness.protocols import timer_protocols
+from harness.timer import BIN, TimerSettings, time_names
+
+PROTOCOLS = timer_protocols()
 
 pytestmark = pytest.mark.lab
 
@@ -140,7 +143,10 @@ def test_the_timer_is_never_faster_than_the_wire(lab, tmp_path):
     assert sorted(wire) == sorted(names)
     for t in timings:
         assert t.duration_us >= wire[t.name] - 20, (t.name, t.duration_us, wire[t.name])  # 20 µs: clock granularity
-        assert t.duration_us < wire[t.name] + 5000  # and not wildly slower
+    # And not much slower, typically: one query may lose the CPU for milliseconds on a loaded machine
+    # (seen: 7.0 ms against 1.7 ms on the wire, load 6 on 2 cores), which says nothing about the timer.
+    overheads = sorted(t.duration_us - wire[t.name] for t in timings)
+    assert overheads[len(overheads) // 2] < 2000, overheads
 
 
 def test_the_timer_command_times_every_har_hostname(lab, tmp_path):

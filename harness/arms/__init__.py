@@ -1,24 +1,20 @@
-"""DNS arms: how the browser's queries reach the resolver, one module per transport."""
+"""DNS arms: how the browser's queries reach the resolver, one module per transport.
+
+Each module registers its arm with `harness.protocols.register_arm`; importing
+it here is all a new transport needs.
+"""
 
 from __future__ import annotations
 
+from harness.arms import do53, doh, dot  # noqa: F401  (registers the arms)
 from harness.arms.base import ClientSide, DnsArm, Resolver
-from harness.arms.do53 import Do53Arm
-from harness.arms.doh import DohArm
-from harness.arms.dot import DotArm
-from harness.errors import HarnessError
-
-#: protocol name -> arm class. A new transport is one module and one line here.
-ARMS: dict[str, type[DnsArm]] = {arm.protocol: arm for arm in (Do53Arm, DotArm, DohArm)}
+from harness.protocols import arm_class
 
 
-def make_arm(protocol: str, resolver: Resolver, client: ClientSide, persistent: bool = False) -> DnsArm:
-    """The arm for ``protocol`` (do53, dot, doh)."""
-    try:
-        cls = ARMS[protocol]
-    except KeyError:
-        raise HarnessError(f"unknown protocol '{protocol}': choose one of {', '.join(ARMS)}") from None
-    return cls(resolver, client, persistent=persistent)
+def make_arm(protocol: str, resolver: Resolver, client: ClientSide, persistent: bool = False,
+             idle_timeout_ms: int = 10_000) -> DnsArm:
+    """A new arm for ``protocol`` (one of `harness.protocols.browser_protocols()`)."""
+    return arm_class(protocol)(resolver, client, persistent=persistent, idle_timeout_ms=idle_timeout_ms)
 
 
-__all__ = ["ARMS", "ClientSide", "DnsArm", "Resolver", "make_arm"]
+__all__ = ["ClientSide", "DnsArm", "Resolver", "make_arm"]

@@ -1,8 +1,9 @@
 """The interface every DNS arm implements, and the places and resolvers it works with.
 
-An arm is one way the browser's DNS queries reach a resolver (Do53, DoT
-through a stub, DoH inside Firefox, ...). Adding one is one new module
-with a `DnsArm` subclass, registered in `harness.arms.ARMS`.
+An arm is one way the browser's DNS queries reach a resolver (plain DNS
+through the system resolver, a local stub, the browser's own resolver,
+...). Adding one is one new module with a `DnsArm` subclass decorated with
+`harness.protocols.register_arm`, imported by `harness/arms/__init__.py`.
 """
 
 from __future__ import annotations
@@ -63,20 +64,37 @@ class DnsArm(ABC):
 
     Lifecycle: `start()` before a visit (or once for many visits when the
     arm is persistent), `problem()` after it, `stop()` at the end.
-    `transport` names the resolver-side counter that proves the arm;
-    `client_required` and `client_forbidden` name client-side packet
-    counters (see harness.arms.evidence) that must be non-zero and zero.
+    `transport` names the resolver-side counter that proves the arm (by
+    default its protocol); `client_required` and `client_forbidden` name
+    client-side packet counters (see harness.arms.evidence) that must be
+    non-zero and zero, derived from the protocol registry.
     """
 
-    protocol: ClassVar[str]
-    transport: ClassVar[str]
-    client_required: ClassVar[tuple[str, ...]] = ()
-    client_forbidden: ClassVar[tuple[str, ...]] = ()
+    protocol: ClassVar[str]         # set by `register_arm`
+    uses_stub: ClassVar[bool] = False  # the browser's queries go to a stub on the client's loopback first
 
-    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False):
+    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False,
+                 idle_timeout_ms: int = 10_000):
         self.resolver = resolver
         self.client = client
         self.persistent = persistent  # keep per-visit state (a stub and its connection) across visits
+        self.idle_timeout_ms = idle_timeout_ms  # how long a stub keeps an idle connection to the resolver
+
+    @property
+    def transport(self) -> str:
+        return self.protocol
+
+    @property
+    def client_required(self) -> tuple[str, ...]:
+        from harness.arms.evidence import required_counters
+
+        return required_counters(self.protocol, self.uses_stub)
+
+    @property
+    def client_forbidden(self) -> tuple[str, ...]:
+        from harness.arms.evidence import forbidden_counters
+
+        return forbidden_counters(self.protocol, self.uses_stub)
 
     @abstractmethod
     def start(self) -> None:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from harness.arms.base import DnsArm
+from harness.protocols import DO53, register_arm
 
 
+@register_arm(DO53)
 class Do53Arm(DnsArm):
-    protocol = "do53"
-    transport = "do53"
-    client_required = ("dns53_resolver",)
-    client_forbidden = ("dns53_loopback", "dns53_other", "dot_new_any", "https_connections")
-
     def start(self) -> None:
         self.client.set_system_resolver(self.resolver.address)

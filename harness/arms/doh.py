@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from harness.arms.base import DnsArm
+from harness.protocols import DOH, register_arm
 
 
+@register_arm(DOH)
 class DohArm(DnsArm):
-    protocol = "doh"
-    transport = "doh"
-    client_required = ("https_resolver",)
-    client_forbidden = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_new_any")
-
     def start(self) -> None:
         # Anything that bypassed TRR would meet a dead resolver and show in the counters.
         self.client.set_system_resolver(self.client.dead_resolver)

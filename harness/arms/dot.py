@@ -15,21 +15,20 @@ import json
 
 from harness import netns
 from harness.arms.base import ClientSide, DnsArm, Resolver
+from harness.daemons import Daemon, terminate
 from harness.errors import HarnessError, require_program
-from harness.lab.daemons import Daemon, terminate
+from harness.protocols import DO53, DOT, register_arm
 
 STUB_ADDRESS = "127.0.0.1"
 
 
+@register_arm(DOT)
 class DotArm(DnsArm):
-    protocol = "dot"
-    transport = "dot"
-    client_required = ("dns53_loopback", "dot_resolver")
-    client_forbidden = ("dns53_resolver", "dns53_other", "dot_other", "https_connections")
+    uses_stub = True
 
-    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
-        super().__init__(resolver, client, persistent)
-        self.idle_timeout_ms = idle_timeout_ms
+    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False,
+                 idle_timeout_ms: int = 10_000):
+        super().__init__(resolver, client, persistent, idle_timeout_ms)
         self.stub: Daemon | None = None
 
     def config(self) -> str:
@@ -49,12 +48,12 @@ class DotArm(DnsArm):
             "edns_client_subnet_private: 1",
             f"idle_timeout: {int(self.idle_timeout_ms)}",
             "round_robin_upstreams: 0",
-            f"listen_addresses: [{STUB_ADDRESS}@53]",
+            f"listen_addresses: [{STUB_ADDRESS}@{DO53.port}]",
             f"tls_ca_file: {q(str(self.client.ca_file))}",
             f"appdata_dir: {q(str(self.client.run_dir / 'stubby'))}",
             "upstream_recursive_servers:",
             f"  - address_data: {address}",
-            "    tls_port: 853",
+            f"    tls_port: {DOT.port}",
             f"    tls_auth_name: {q(self.resolver.tls_name)}",
             "",
         ])
@@ -70,11 +69,11 @@ class DotArm(DnsArm):
         self.client.set_system_resolver(STUB_ADDRESS)
         self.stub = Daemon(name=f"stubby-{self.resolver.name}", namespace=self.client.namespace,
                            argv=["stubby", "-C", str(conf), "-v", "4"], log=str(run / "logs" / "stubby.log"),
-                           addresses=[f"{STUB_ADDRESS}:53"])
+                           addresses=[f"{STUB_ADDRESS}:{DO53.port}"])
         self.stub.start()
-        if netns.wait_tcp(self.client.namespace, [(STUB_ADDRESS, 53)], timeout=5.0):
+        if netns.wait_tcp(self.client.namespace, [(STUB_ADDRESS, DO53.port)], timeout=5.0):
             self.stop()
-            raise HarnessError(f"stubby did not listen on {STUB_ADDRESS}:53 within 5 s (log: {run / 'logs' / 'stubby.log'})")
+            raise HarnessError(f"stubby did not listen on {STUB_ADDRESS}:{DO53.port} within 5 s (log: {run / 'logs' / 'stubby.log'})")
 
     def problem(self) -> str | None:
         if self.stub is None or not self.stub.alive():

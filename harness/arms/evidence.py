@@ -5,11 +5,15 @@ Two independent sources: the resolver's own per-transport query counters
 counters on the client namespace's output path (nftables), which also see
 queries that went to any other server.
 
-A forbidden TCP transport is counted by its new connections (SYNs), not
-its packets: under a shaped link the previous visit's stub or browser is
-still closing its connection (FIN, ACK) when the next visit starts, and
-that is not the next visit using the transport. Any query over TCP needs a
-new connection, since every visit starts its arm and browser afresh.
+The client-side counters are built from the protocol registry: for each
+protocol, packets to the resolver on its port, new connections to the
+resolver there, and new connections to any other address there. A
+forbidden transport is counted by its new connections (SYNs, or any
+datagram), not its packets: under a shaped link the previous visit's stub
+or browser is still closing its connection (FIN, ACK) when the next visit
+starts, and that is not the next visit using the transport. Any query over
+TCP needs a new connection, since every visit starts its arm and browser
+afresh.
 """
 
 from __future__ import annotations
@@ -22,15 +26,35 @@ from pathlib import Path
 
 from harness import netns
 from harness.errors import HarnessError
+from harness.protocols import DO53, DOH, DOT, Protocol, names, protocols
 
 TABLE = "dnsstudy_proof"
-TRANSPORTS = ("do53", "dot", "doh")
-CLIENT_COUNTERS = ("dns53_loopback", "dns53_resolver", "dns53_other", "dot_resolver", "dot_other", "dot_new_any",
-                   "https_resolver", "dot_connections", "https_connections")
+STUB_COUNTER = "stub_loopback"  # plain DNS to a stub on 127.0.0.0/8:53
+
+
+def client_counter_names() -> list[str]:
+    """Every client-side counter: per protocol of the registry, where its packets went (see `_protocol_rules`)."""
+    return [STUB_COUNTER] + [f"{p.name}_{kind}" for p in protocols() for kind in ("resolver", "connections", "other")]
+
+
+def forbidden_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
+    """Client counters that must stay at zero for an arm of ``protocol``.
+
+    No new connection (or datagram) to the resolver over any other protocol's port, no query to
+    any other server on a DNS port (ports shared with the web excepted), and no stub unless the arm runs one.
+    """
+    others = [f"{p.name}_connections" for p in protocols() if p.name != protocol]
+    elsewhere = [f"{p.name}_other" for p in protocols() if not p.web_port]
+    return tuple(others + elsewhere + ([] if uses_stub else [STUB_COUNTER]))
+
+
+def required_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
+    """Client counters that must be non-zero: packets to the resolver on the protocol's port (and to the stub)."""
+    return ((STUB_COUNTER,) if uses_stub else ()) + (f"{protocol}_resolver",)
 
 
 def resolver_counters(control_config: Path) -> dict[str, int]:
-    """Queries received so far per transport: do53 (UDP and plain TCP), dot, doh."""
+    """Queries an unbound resolver received so far per transport it counts: do53 (UDP and plain TCP), dot, doh."""
     done = subprocess.run(["unbound-control", "-c", str(control_config), "stats_noreset"],
                           capture_output=True, text=True, timeout=10)
     if done.returncode != 0:
@@ -39,8 +63,7 @@ def resolver_counters(control_config: Path) -> dict[str, int]:
     number = lambda key: int(float(raw.get(key, "0")))  # noqa: E731
     total, tcp, tls, https = (number(k) for k in ("total.num.queries", "num.query.tcp", "num.query.tls", "num.query.https"))
     # unbound counts DoH inside tls and both inside tcp.
-    return {"do53_udp": total - tcp, "do53_tcp": tcp - tls,
-            "dot": tls - https, "doh": https}
+    return {f"{DO53.name}_udp": total - tcp, f"{DO53.name}_tcp": tcp - tls, DOT.name: tls - https, DOH.name: https}
 
 
 def _nft(namespace: str, args: list[str], script: str | None = None) -> str:
@@ -52,28 +75,36 @@ def _nft(namespace: str, args: list[str], script: str | None = None) -> str:
     return done.stdout
 
 
+def _protocol_rules(p: Protocol, resolver: str) -> list[str]:
+    """Counting rules of one protocol: any packet to the resolver on its port; new connections
+    (SYN, or any datagram) to the resolver; new connections to any other non-loopback address.
+
+    New connections, not packets: under a shaped link the previous visit's connection is still
+    closing (FIN, ACK) when the next visit starts, and that is not this visit using the transport.
+    """
+    rules = []
+    for l4 in p.transports:
+        new = "tcp flags & (syn | ack) == syn " if l4 == "tcp" else ""
+        rules += [f"ip daddr {resolver} {l4} dport {p.port} counter name {p.name}_resolver",
+                  f"ip daddr {resolver} {l4} dport {p.port} {new}counter name {p.name}_connections",
+                  f"ip daddr != 127.0.0.0/8 ip daddr != {resolver} {l4} dport {p.port} {new}counter name {p.name}_other"]
+    return rules
+
+
 def reset_client_counters(namespace: str, resolver_address: str) -> None:
     """(Re)create the counting table in the client namespace, all counters at zero."""
     resolver = str(ipaddress.IPv4Address(resolver_address))  # validated: it goes into an nft script
+    rules = [f"ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport {DO53.port} counter name {STUB_COUNTER}"]
+    rules += [rule for p in protocols() for rule in _protocol_rules(p, resolver)]
+    counters = "".join(f"  counter {name} {{ }}\n" for name in client_counter_names())
+    chain = "".join(f"    {rule}\n" for rule in rules)
     script = f"""
 table inet {TABLE}
 delete table inet {TABLE}
 table inet {TABLE} {{
-{"".join(f"  counter {name} {{ }}{chr(10)}" for name in CLIENT_COUNTERS)}
-  chain out {{
+{counters}  chain out {{
     type filter hook output priority 0; policy accept;
-    ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport 53 counter name dns53_loopback
-    ip daddr {resolver} meta l4proto {{ tcp, udp }} th dport 53 counter name dns53_resolver
-    ip daddr != 127.0.0.0/8 ip daddr != {resolver} meta l4proto {{ tcp, udp }} th dport 53 counter name dns53_other
-    tcp dport 853 tcp flags & (syn | ack) == syn counter name dot_new_any
-    udp dport 853 counter name dot_new_any
-    ip daddr {resolver} meta l4proto {{ tcp, udp }} th dport 853 counter name dot_resolver
-    ip daddr != {resolver} tcp dport 853 tcp flags & (syn | ack) == syn counter name dot_other
-    ip daddr != {resolver} udp dport 853 counter name dot_other
-    ip daddr {resolver} tcp dport 443 counter name https_resolver
-    ip daddr {resolver} tcp dport 853 tcp flags & (syn | ack) == syn counter name dot_connections
-    ip daddr {resolver} tcp dport 443 tcp flags & (syn | ack) == syn counter name https_connections
-  }}
+{chain}  }}
 }}
 """
     _nft(namespace, ["-f", "-"], script)
@@ -83,12 +114,7 @@ def client_counters(namespace: str) -> dict[str, int]:
     """Packets counted since the last reset, by counter name."""
     data = json.loads(_nft(namespace, ["-j", "list", "counters", "table", "inet", TABLE]))
     found = {item["counter"]["name"]: item["counter"]["packets"] for item in data["nftables"] if "counter" in item}
-    return {name: found.get(name, 0) for name in CLIENT_COUNTERS}
-
-
-def remove_client_counters(namespace: str) -> None:
-    if netns.exists(namespace):
-        subprocess.run(netns.command(namespace, ["nft", "delete", "table", "inet", TABLE]), capture_output=True, timeout=10)
+    return {name: found.get(name, 0) for name in client_counter_names()}
 
 
 @dataclass
@@ -115,10 +141,12 @@ def judge(protocol: str, transport: str, before: dict[str, int] | None, after: d
     problems: list[str] = []
     queries = on = off = None
     if before is not None and after is not None:
-        queries = {k: after[k] - before[k] for k in ("do53_udp", "do53_tcp", "dot", "doh")}
-        queries["do53"] = queries["do53_udp"] + queries["do53_tcp"]
-        on = queries[transport]
-        off = sum(queries[t] for t in TRANSPORTS if t != transport)
+        queries = {k: after[k] - before.get(k, 0) for k in after}
+        # Do53 is counted per carrier; the proof wants the sum.
+        queries[DO53.name] = queries[f"{DO53.name}_udp"] + queries[f"{DO53.name}_tcp"]
+        counted = [t for t in queries if t in names()]
+        on = queries.get(transport, 0)
+        off = sum(queries[t] for t in counted if t != transport)
         if on == 0:
             problems.append(f"the resolver received no {transport} query")
         if off:

@@ -57,7 +57,8 @@ def _timings(t: dict) -> dict:
     wait = _span(t, "requestStart", "responseStart")
     receive = _span(t, "responseStart", "responseEnd")
     first_phase = next((t[k] for k in ("dnsStart", "connectStart", "requestStart") if t.get(k)), 0)
-    blocked = round(first_phase - t["requestTime"], 3) if first_phase and t.get("requestTime") and first_phase >= t["requestTime"] else -1
+    requested = t.get("requestTime")
+    blocked = round(first_phase - requested, 3) if first_phase and requested and first_phase >= requested else -1
     return {"blocked": blocked, "dns": dns, "connect": connect, "ssl": ssl, "send": 0,
             "wait": max(wait, 0), "receive": max(receive, 0)}
 
@@ -79,99 +80,136 @@ def _dropped(request: dict, response: dict | None) -> bool:
 
 def build_har(events: list[dict], page: PageInfo, browser_version: str, creator_version: str) -> dict:
     """A HAR 1.2 document with one page and one entry per network request."""
-    requests: dict[tuple, dict] = {}
-    order: list[tuple] = []
-    started_ms = None
+    slots = _collect_requests(events)
+    addresses = _addresses_by_url(page)
+    entries = [_entry(slot, addresses) for slot in slots if not _dropped(slot["request"], slot["response"])]
+    started_ms = _navigation_start(events)
+    if started_ms is None:
+        started_ms = _first_request_time(slots)
+    return {"log": {
+        "version": "1.2",
+        "creator": {"name": "dnsstudy", "version": creator_version},
+        "browser": {"name": "Firefox", "version": browser_version},
+        "pages": [_page(page, started_ms)],
+        "entries": entries,
+    }}
+
+
+def _collect_requests(events: list[dict]) -> list[dict]:
+    """One slot per (request id, redirect count), in order of first event, merging that request's events."""
+    slots: dict[tuple, dict] = {}
     for event in events:
         method, params = event["method"], event["params"]
-        if method == "browsingContext.navigationStarted" and started_ms is None:
-            started_ms = params.get("timestamp")
         if not method.startswith("network."):
             continue
         key = (params["request"]["request"], params.get("redirectCount", 0))
-        slot = requests.get(key)
+        slot = slots.get(key)
         if slot is None:
-            slot = requests[key] = {"request": params["request"], "response": None, "error": None,
-                                    "timestamp": params.get("timestamp")}
-            order.append(key)
+            slot = slots[key] = {"request": params["request"], "response": None, "error": None,
+                                 "timestamp": params.get("timestamp")}
         slot["request"] = params["request"]  # later events carry the complete timings and headers
         if "response" in params:
             slot["response"] = params["response"]
         if method == "network.fetchError":
             slot["error"] = params.get("errorText", "")
+    return list(slots.values())
 
+
+def _navigation_start(events: list[dict]) -> float | None:
+    """The first timestamp a navigationStarted event gives, if any."""
+    starts = (event["params"].get("timestamp") for event in events
+              if event["method"] == "browsingContext.navigationStarted")
+    return next((ms for ms in starts if ms is not None), None)
+
+
+def _first_request_time(slots: list[dict]) -> float:
+    """The page start when no navigation event gave one: the earliest request (dropped ones count too)."""
+    times = ((slot["request"].get("timings") or {}).get("requestTime") for slot in slots)
+    return min((ms for ms in times if ms), default=0)
+
+
+def _addresses_by_url(page: PageInfo) -> dict[str, deque]:
+    """Server addresses queued per URL: a URL fetched twice takes them in response order."""
     addresses: dict[str, deque] = defaultdict(deque)
     for seen in page.server_addresses:
         addresses[seen["url"]].append(seen)
+    return addresses
 
-    entries = []
-    for key in order:
-        slot = requests[key]
-        request, response = slot["request"], slot["response"]
-        if _dropped(request, response):
-            continue
-        timings = _timings(request.get("timings") or {})
-        version = HTTP_VERSIONS.get((response or {}).get("protocol", "").lower(), (response or {}).get("protocol") or "")
-        start_ms = (request.get("timings") or {}).get("requestTime") or slot["timestamp"] or 0
-        entry = {
-            "pageref": "page_1",
-            "startedDateTime": _iso(start_ms),
-            "time": _total(timings),
-            "request": {
-                "method": request.get("method", "GET"),
-                "url": request.get("url", ""),
-                "httpVersion": version,
-                "cookies": [{"name": c.get("name", ""), "value": (c.get("value") or {}).get("value", "")}
-                            for c in request.get("cookies") or []],
-                "headers": _headers(request.get("headers")),
-                "queryString": [],
-                "headersSize": request.get("headersSize") or -1,
-                "bodySize": request.get("bodySize") if request.get("bodySize") is not None else -1,
-            },
-            "response": {
-                "status": (response or {}).get("status", 0),
-                "statusText": (response or {}).get("statusText", ""),
-                "httpVersion": version,
-                "cookies": [],
-                "headers": _headers((response or {}).get("headers")),
-                # Firefox leaves content.size at 0; the body size is the best figure it gives.
-                "content": {"size": ((response or {}).get("content") or {}).get("size") or (response or {}).get("bodySize") or 0,
-                            "mimeType": (response or {}).get("mimeType") or "x-unknown"},
-                "redirectURL": "",
-                "headersSize": (response or {}).get("headersSize") or -1,
-                "bodySize": (response or {}).get("bodySize") if (response or {}).get("bodySize") is not None else -1,
-            },
-            "cache": {},
-            "_transferSize": (response or {}).get("bytesReceived", -1),
-            "timings": timings,
-        }
-        queue = addresses.get(entry["request"]["url"])
-        if queue:
-            seen = queue.popleft()
-            entry["serverIPAddress"] = seen["address"]
-            entry["connection"] = str(seen.get("port", ""))
-        if slot["error"] is not None:
-            entry["_error"] = slot["error"]
-        entries.append(entry)
 
-    if started_ms is None:
-        started_ms = min((e_ms for e_ms in ((requests[k]["request"].get("timings") or {}).get("requestTime") for k in order) if e_ms),
-                         default=0)
-    return {"log": {
-        "version": "1.2",
-        "creator": {"name": "dnsstudy", "version": creator_version},
-        "browser": {"name": "Firefox", "version": browser_version},
-        "pages": [{
-            "startedDateTime": _iso(started_ms or 0),
-            "id": "page_1",
-            "title": page.title or page.url,
-            "pageTimings": {
-                "onContentLoad": page.on_content_load_ms if page.on_content_load_ms is not None else -1,
-                "onLoad": page.on_load_ms if page.on_load_ms is not None else -1,
-            },
-        }],
-        "entries": entries,
-    }}
+def _entry(slot: dict, addresses: dict[str, deque]) -> dict:
+    """One HAR entry; takes the next server address seen for its URL."""
+    request, response = slot["request"], slot["response"] or {}
+    timings = _timings(request.get("timings") or {})
+    version = HTTP_VERSIONS.get(response.get("protocol", "").lower(), response.get("protocol") or "")
+    start_ms = (request.get("timings") or {}).get("requestTime") or slot["timestamp"] or 0
+    entry = {
+        "pageref": "page_1",
+        "startedDateTime": _iso(start_ms),
+        "time": _total(timings),
+        "request": _request(request, version),
+        "response": _response(response, version),
+        "cache": {},
+        "_transferSize": response.get("bytesReceived", -1),
+        "timings": timings,
+    }
+    queue = addresses.get(entry["request"]["url"])
+    if queue:
+        seen = queue.popleft()
+        entry["serverIPAddress"] = seen["address"]
+        entry["connection"] = str(seen.get("port", ""))
+    if slot["error"] is not None:
+        entry["_error"] = slot["error"]
+    return entry
+
+
+def _request(request: dict, version: str) -> dict:
+    """The HAR request of a BiDi request."""
+    return {
+        "method": request.get("method", "GET"),
+        "url": request.get("url", ""),
+        "httpVersion": version,
+        "cookies": [{"name": c.get("name", ""), "value": (c.get("value") or {}).get("value", "")}
+                    for c in request.get("cookies") or []],
+        "headers": _headers(request.get("headers")),
+        "queryString": [],
+        "headersSize": request.get("headersSize") or -1,
+        "bodySize": _or_minus_one(request.get("bodySize")),
+    }
+
+
+def _response(response: dict, version: str) -> dict:
+    """The HAR response of a BiDi response ({} when none came)."""
+    return {
+        "status": response.get("status", 0),
+        "statusText": response.get("statusText", ""),
+        "httpVersion": version,
+        "cookies": [],
+        "headers": _headers(response.get("headers")),
+        # Firefox leaves content.size at 0; the body size is the best figure it gives.
+        "content": {"size": (response.get("content") or {}).get("size") or response.get("bodySize") or 0,
+                    "mimeType": response.get("mimeType") or "x-unknown"},
+        "redirectURL": "",
+        "headersSize": response.get("headersSize") or -1,
+        "bodySize": _or_minus_one(response.get("bodySize")),
+    }
+
+
+def _page(page: PageInfo, started_ms: float | None) -> dict:
+    """The HAR page; unknown page timings are -1."""
+    return {
+        "startedDateTime": _iso(started_ms or 0),
+        "id": "page_1",
+        "title": page.title or page.url,
+        "pageTimings": {
+            "onContentLoad": _or_minus_one(page.on_content_load_ms),
+            "onLoad": _or_minus_one(page.on_load_ms),
+        },
+    }
+
+
+def _or_minus_one(value: float | None) -> float:
+    # HAR's "unknown" is -1; 0 is a real value here, so only None becomes -1.
+    return value if value is not None else -1
 
 
 def check_har(har: dict) -> str | None:

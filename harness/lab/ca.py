@@ -92,14 +92,6 @@ class CertificateAuthority:
         return cert.public_bytes(serialization.Encoding.PEM)
 
 
-@dataclass(frozen=True)
-class IssuedCert:
-    """Paths of one certificate and its key."""
-
-    cert: Path
-    key: Path
-
-
 def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
     """Write a private key readable by its owner only."""
     path.write_bytes(_pem_key(key))

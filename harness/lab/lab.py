@@ -18,24 +18,46 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from harness import netns
 from harness.arms.base import ClientSide, Resolver
+from harness.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.errors import HarnessError, require_program, require_root
 from harness.lab import topology, upstream
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig, RecursiveResolver
-from harness.lab.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.lab.nginx import nginx_config
 from harness.lab.unbound import (DOH3_PORT, DOQ_PORT, OPENSSL_CONF, authoritative_config,
                                  resolver_config)
 from harness.lab.webcache import ensure_web
-from harness.lab.zones import LAB_ZONE, build_zones, infrastructure_names, resolver_tls_name, root_zone_file, unbound_local_data
-from harness.paths import PROJECT_ROOT, RUN_ROOT
+from harness.lab.zones import (LAB_ZONE, ZoneData, build_zones, infrastructure_names, resolver_tls_name,
+                               root_zone_file, unbound_local_data)
+from harness.lab.pageshape import load_page_shape
+from harness.lab.web import SyntheticWeb, build_web
+from harness.paths import PROJECT_ROOT, RUN_ROOT, project_path
+from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place, ProbePeer
+from harness.sitelist import load_site_list
 
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
 DNSPROXY = PROJECT_ROOT / "build" / "bin" / "dnsproxy"
 OUTSIDE_NAME = "this-name-is-not-in-the-lab.net"
+
+_Endpoint = tuple[str, int]                      # (address, TCP port) that must accept before the lab is up
+_Daemons = tuple[list[Daemon], list[_Endpoint]]  # daemons and the endpoints that show they are up
+
+
+@dataclass
+class _Tls:
+    """What `_up` makes for TLS: the CA, and the keys and certificates the daemons load."""
+
+    ca: CertificateAuthority
+    resolver_key: ec.EllipticCurvePrivateKey
+    resolver_key_file: Path
+    web_key_file: Path
+    zone_certs: dict[str, Path]
+    badcert: tuple[str, Path, Path]  # (address, certificate, key), as nginx_config takes it
 
 
 @dataclass
@@ -59,13 +81,48 @@ class LabStatus:
         return self.up and all(self.namespaces.values()) and not self.dead
 
 
-class Lab:
+class Lab(Place):
     """One lab, named by its prefix."""
+
+    kind = "lab"
 
     def __init__(self, config: LabConfig):
         self.config = config
+        self.name = config.prefix
         self.run_dir = RUN_ROOT / config.prefix
         self.state_file = self.run_dir / "state.json"
+
+    # -- the place ------------------------------------------------------
+
+    @property
+    def namespaces(self) -> dict[str, str]:
+        return self.config.namespaces
+
+    @property
+    def up_command(self) -> str:
+        return "dnsstudy lab up"
+
+    def resolver_names(self) -> list[str]:
+        return [r.name for r in self.config.settings.resolvers]
+
+    def link_ends(self) -> list[tuple[str, str]]:
+        """Both ends of both veths: client, shaper (twice), server."""
+        ns = self.namespaces
+        return [(ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF), (ns["shaper"], SHAPER_SERVER_IF),
+                (ns["server"], topology.SERVER_IF)]
+
+    def probe_peer(self) -> ProbePeer:
+        """The echo and iperf3 server run in the server namespace on the authoritative's address."""
+        return ProbePeer(self.namespaces["client"], self.namespaces["server"], self.config.addresses.auth)
+
+    def describe(self) -> dict[str, str]:
+        return {"place": f"{self.kind}:{self.name}", "lab_profile": str(self.config.source)}
+
+    def web(self) -> SyntheticWeb:
+        """The synthetic web this lab's profile describes (built in memory, not cached)."""
+        settings = self.config.settings.web
+        sites = load_site_list(project_path(settings.sites), settings.top)
+        return build_web(sites, load_page_shape(settings.shape), settings.seed)
 
     # -- state ----------------------------------------------------------
 
@@ -160,90 +217,131 @@ class Lab:
         return True
 
     def _up(self, wait: float) -> None:
-        cfg, plan, run = self.config, self.config.addresses, self.run_dir
+        cfg = self.config
+        self._prepare_run_dir()
+        web_root, host_domain = ensure_web(cfg)
+        zones = build_zones(cfg, host_domain)
+        tls = self._make_certificates(zones)
+        self._write_zone_and_web_configs(zones, web_root, tls)
+        topology.build(cfg)
+        topology.set_client_resolver(cfg, cfg.addresses.resolver(0))
+        # Start order: authoritative and delayers, resolvers (each with its QUIC front), web, tarpit.
+        parts = [self._authoritative_daemons(), self._resolver_daemons(tls), self._web_daemons(),
+                 self._tarpit_daemons()]
+        daemons = [d for part_daemons, _ in parts for d in part_daemons]
+        endpoints = [e for _, part_endpoints in parts for e in part_endpoints]
+        self._start_and_wait(daemons, endpoints, wait)
+
+    def _prepare_run_dir(self) -> None:
+        """Make the run directories and an empty state file."""
+        run = self.run_dir
         for d in (run, run / "logs", run / "certs", run / "nginx-tmp"):
             d.mkdir(parents=True, exist_ok=True)
         self._save([])  # from here on, `down` knows this lab exists
 
-        web_root, host_domain = ensure_web(cfg)
-        zones = build_zones(cfg, host_domain)
-
+    def _make_certificates(self, zones: ZoneData) -> _Tls:
+        """The lab CA (written to ca_path), the resolver and web keys, a certificate per zone, badcert."""
+        certs = self.run_dir / "certs"
         # A fresh CA for every lab; a second CA nobody trusts for badcert.
-        ca = CertificateAuthority.create(f"dnsstudy lab CA ({cfg.prefix})")
+        ca = CertificateAuthority.create(f"dnsstudy lab CA ({self.config.prefix})")
         self.ca_path.write_bytes(ca.cert_pem)
         unbound_gid = grp.getgrnam("unbound").gr_gid
-        resolver_key_obj = new_key()
-        resolver_key = write_key(resolver_key_obj, run / "certs" / "resolver.key")
-        os.chown(resolver_key, 0, unbound_gid)
-        resolver_key.chmod(0o640)
-        web_key_obj = new_key()
-        web_key = write_key(web_key_obj, run / "certs" / "web.key")
-        certs: dict[str, Path] = {}
-        for zone, names in zones.records.items():
-            path = run / "certs" / f"{zone}.pem"
-            path.write_bytes(ca.issue([zone, f"*.{zone}"], [], web_key_obj))
-            certs[zone] = path
-        rogue = CertificateAuthority.create("untrusted CA")
-        bad_key_obj = new_key()
-        bad_key = write_key(bad_key_obj, run / "certs" / "badcert.key")
-        bad_cert = run / "certs" / "badcert.pem"
-        bad_cert.write_bytes(rogue.issue([f"badcert.{LAB_ZONE}"], [plan.badcert], bad_key_obj))
+        resolver_key = new_key()
+        resolver_key_file = write_key(resolver_key, certs / "resolver.key")
+        # unbound drops privileges to its group and must still read the key.
+        os.chown(resolver_key_file, 0, unbound_gid)
+        resolver_key_file.chmod(0o640)
+        web_key = new_key()
+        web_key_file = write_key(web_key, certs / "web.key")
+        zone_certs: dict[str, Path] = {}
+        for zone in zones.records:
+            zone_certs[zone] = certs / f"{zone}.pem"
+            zone_certs[zone].write_bytes(ca.issue([zone, f"*.{zone}"], [], web_key))
+        return _Tls(ca, resolver_key, resolver_key_file, web_key_file, zone_certs, self._make_badcert())
 
+    def _make_badcert(self) -> tuple[str, Path, Path]:
+        """badcert's (address, certificate, key), signed by a CA no client trusts."""
+        address = self.config.addresses.badcert
+        rogue = CertificateAuthority.create("untrusted CA")
+        key = new_key()
+        key_file = write_key(key, self.run_dir / "certs" / "badcert.key")
+        cert_file = self.run_dir / "certs" / "badcert.pem"
+        cert_file.write_bytes(rogue.issue([f"badcert.{LAB_ZONE}"], [address], key))
+        return address, cert_file, key_file
+
+    def _write_zone_and_web_configs(self, zones: ZoneData, web_root: Path, tls: _Tls) -> None:
+        """Resolver local data, the authoritative's root zone and nginx.conf."""
+        run = self.run_dir
         (run / "local-data.conf").write_text(unbound_local_data(zones))
-        (run / "root.zone").write_text(root_zone_file(zones, plan.auth))
+        (run / "root.zone").write_text(root_zone_file(zones, self.config.addresses.auth))
         (run / "nginx.conf").write_text(
-            nginx_config(zones, run, web_root, certs, web_key, (plan.badcert, bad_cert, bad_key))
+            nginx_config(zones, run, web_root, tls.zone_certs, tls.web_key_file, tls.badcert)
         )
 
-        topology.build(cfg)
-        topology.set_client_resolver(cfg, plan.resolver(0))
+    def _daemon(self, name: str, argv: list[str], addresses: list[str], env: dict[str, str] | None = None) -> Daemon:
+        """A daemon in the server namespace, logging to logs/<name>.log."""
+        return Daemon(name, self.config.namespaces["server"], argv, str(self.run_dir / "logs" / f"{name}.log"),
+                      addresses, env=env or {})
 
-        server = cfg.namespaces["server"]
-        daemons: list[Daemon] = []
-        endpoints: list[tuple[str, int]] = []
+    def _authoritative_daemons(self) -> _Daemons:
+        """The authoritative and one delayer per recursive resolver; none if every resolver is local."""
+        cfg, run, auth = self.config, self.run_dir, self.config.addresses.auth
         recursive = [(i, r) for i, r in enumerate(cfg.settings.resolvers) if isinstance(r, RecursiveResolver)]
-        if recursive:
-            (run / "auth.conf").write_text(authoritative_config(cfg, run, run / "root.zone"))
-            daemons.append(Daemon("auth", server, ["unbound", "-d", "-c", str(run / "auth.conf")],
-                                  str(run / "logs" / "auth.log"), [f"{plan.auth}:53"]))
-            endpoints.append((plan.auth, 53))
+        if not recursive:
+            return [], []
+        (run / "auth.conf").write_text(authoritative_config(cfg, run, run / "root.zone"))
+        daemons = [self._daemon("auth", ["unbound", "-d", "-c", str(run / "auth.conf")], [f"{auth}:53"])]
         for i, r in recursive:
             upstream.install_rules(cfg, i)
-            daemons.append(Daemon(f"delayer-{r.name}", server,
-                                  upstream.delayer_argv(i, r, str(run / f"delayer-{r.name}.json")),
-                                  str(run / "logs" / f"delayer-{r.name}.log"), []))
-        (run / "openssl.cnf").write_text(OPENSSL_CONF)
-        for i, r in enumerate(cfg.settings.resolvers):
-            tls = resolver_tls_name(r.name)
-            cert = run / "certs" / f"resolver-{r.name}.pem"
-            cert.write_bytes(ca.issue([tls], [plan.resolver(i)], resolver_key_obj))
-            conf = run / f"resolver-{r.name}.conf"
-            conf.write_text(resolver_config(cfg, i, r, run, cert, resolver_key, run / "local-data.conf"))
-            addr = plan.resolver(i)
-            daemons.append(Daemon(f"resolver-{r.name}", server, ["unbound", "-d", "-c", str(conf)],
-                                  str(run / "logs" / f"resolver-{r.name}.log"),
-                                  [f"{addr}:53", f"{addr}:853", f"{addr}:443"],
-                                  env={"OPENSSL_CONF": str(run / "openssl.cnf")}))
-            endpoints += [(addr, 53), (addr, 853), (addr, 443)]
-            # DoQ and DoH3 in front of the same unbound, over loopback-fast Do53.
-            # `--port 0` still opens plain DNS on ephemeral ports; nothing uses them.
-            daemons.append(Daemon(f"quic-{r.name}", server,
-                                  [str(DNSPROXY), "--listen", addr, "--port", "0", "--quic-port", str(DOQ_PORT),
-                                   "--https-port", str(DOH3_PORT), "--http3", "--tls-crt", str(cert),
-                                   "--tls-key", str(resolver_key), "--upstream", f"{addr}:53", "--timeout", "10s"],
-                                  str(run / "logs" / f"quic-{r.name}.log"),
-                                  [f"{addr}:{DOQ_PORT}/udp", f"{addr}:{DOH3_PORT}"]))
-            endpoints.append((addr, DOH3_PORT))
-        web_addrs = plan.web(cfg.settings.web_addresses)
-        daemons.append(Daemon("nginx", server,
-                              ["nginx", "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"],
-                              str(run / "logs" / "nginx.log"), [f"{a}:443" for a in web_addrs + [plan.badcert]]))
-        endpoints += [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
-        daemons.append(Daemon("tarpit", server, [sys.executable, "-m", "harness.lab.tarpit", plan.hang],
-                              str(run / "logs" / "tarpit.log"),
-                              [f"{plan.hang}:{p}" for p in ("80", "443", "853", "53/udp")]))
-        endpoints.append((plan.hang, 443))
+            argv = upstream.delayer_argv(i, r, str(run / f"delayer-{r.name}.json"))
+            daemons.append(self._daemon(f"delayer-{r.name}", argv, []))
+        return daemons, [(auth, 53)]
 
+    def _resolver_daemons(self, tls: _Tls) -> _Daemons:
+        """Per resolver: its certificate and configuration, its unbound and its QUIC front."""
+        cfg, run = self.config, self.run_dir
+        (run / "openssl.cnf").write_text(OPENSSL_CONF)
+        daemons: list[Daemon] = []
+        endpoints: list[_Endpoint] = []
+        for i, r in enumerate(cfg.settings.resolvers):
+            addr = cfg.addresses.resolver(i)
+            cert = run / "certs" / f"resolver-{r.name}.pem"
+            cert.write_bytes(tls.ca.issue([resolver_tls_name(r.name)], [addr], tls.resolver_key))
+            conf = run / f"resolver-{r.name}.conf"
+            conf.write_text(resolver_config(cfg, i, r, run, cert, tls.resolver_key_file, run / "local-data.conf"))
+            daemons.append(self._daemon(f"resolver-{r.name}", ["unbound", "-d", "-c", str(conf)],
+                                        [f"{addr}:53", f"{addr}:853", f"{addr}:443"],
+                                        env={"OPENSSL_CONF": str(run / "openssl.cnf")}))
+            daemons.append(self._quic_front(r.name, addr, cert, tls.resolver_key_file))
+            endpoints += [(addr, 53), (addr, 853), (addr, 443), (addr, DOH3_PORT)]
+        return daemons, endpoints
+
+    def _quic_front(self, name: str, addr: str, cert: Path, key: Path) -> Daemon:
+        """DoQ and DoH3 in front of a resolver's unbound, over loopback-fast Do53."""
+        # `--port 0` still opens plain DNS on ephemeral ports; nothing uses them.
+        argv = [str(DNSPROXY), "--listen", addr, "--port", "0", "--quic-port", str(DOQ_PORT),
+                "--https-port", str(DOH3_PORT), "--http3", "--tls-crt", str(cert),
+                "--tls-key", str(key), "--upstream", f"{addr}:53", "--timeout", "10s"]
+        return self._daemon(f"quic-{name}", argv, [f"{addr}:{DOQ_PORT}/udp", f"{addr}:{DOH3_PORT}"])
+
+    def _web_daemons(self) -> _Daemons:
+        """One nginx for every web address and badcert."""
+        plan, run = self.config.addresses, self.run_dir
+        web_addrs = plan.web(self.config.settings.web_addresses)
+        nginx = self._daemon("nginx", ["nginx", "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"],
+                             [f"{a}:443" for a in web_addrs + [plan.badcert]])
+        # One nginx listens on all web addresses: waiting for the first stands for the rest.
+        return [nginx], [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
+
+    def _tarpit_daemons(self) -> _Daemons:
+        """The tarpit on the hang address (it accepts and never answers)."""
+        hang = self.config.addresses.hang
+        tarpit = self._daemon("tarpit", [sys.executable, "-m", "harness.lab.tarpit", hang],
+                              [f"{hang}:{p}" for p in ("80", "443", "853", "53/udp")])
+        return [tarpit], [(hang, 443)]
+
+    def _start_and_wait(self, daemons: list[Daemon], endpoints: list[_Endpoint], wait: float) -> None:
+        """Start the daemons in order, record them, then wait up to `wait` s for every endpoint to accept."""
         for d in daemons:
             d.start()
         self._save(daemons)
@@ -251,7 +349,7 @@ class Lab:
         deadline = time.monotonic() + wait
         missing = endpoints
         while True:
-            missing = netns.wait_tcp(server, missing, timeout=0.5)
+            missing = netns.wait_tcp(self.config.namespaces["server"], missing, timeout=0.5)
             dead = [d.name for d in daemons if not d.alive()]
             if dead or not missing or time.monotonic() >= deadline:
                 break

@@ -21,8 +21,20 @@ def nginx_config(
     certificates share ``web_key``. ``badcert`` is (address, cert, key) of a
     server whose certificate comes from a CA no client trusts.
     """
+    out = _head(run)
+    for zone in zones.records:
+        addresses = _served_addresses(zones, zone)
+        if addresses and zone in certs:
+            out.append(_zone_server(zone, addresses, web_root, certs[zone], web_key))
+    out.append(_badcert_server(badcert, web_root))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _head(run: Path) -> list[str]:
+    """The main context and the http settings, up to the server blocks (the http block stays open)."""
     tmp = run / "nginx-tmp"
-    out = [
+    return [
         "user www-data;",
         "worker_processes 2;",
         f"pid {run}/nginx.pid;",
@@ -48,23 +60,33 @@ def nginx_config(
         '  add_header Cache-Control "no-store" always;',
         "  keepalive_timeout 65s;",
     ]
-    for zone, names in zones.records.items():
-        addresses = sorted(set(names.values()) & set(_web_addresses(zones, zone)))
-        if not addresses or zone not in certs:
-            continue
-        listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
-        pages = web_root / "pages" / zone if zone != LAB_ZONE else web_root / "lab"
-        out.append(
-            "  server {\n" + listens +
-            f"    server_name {zone} *.{zone};\n"
-            f"    ssl_certificate {certs[zone]};\n"
-            f"    ssl_certificate_key {web_key};\n"
-            f"    root {pages};\n"
-            f"    location /o/ {{ root {web_root}; }}\n"
-            "  }"
-        )
+
+
+def _served_addresses(zones: ZoneData, zone: str) -> list[str]:
+    """The web addresses the zone's names resolve to, sorted."""
+    names = zones.records[zone]
+    return sorted(set(names.values()) & set(_web_addresses(zones, zone)))
+
+
+def _zone_server(zone: str, addresses: list[str], web_root: Path, cert: Path, key: Path) -> str:
+    """The server block of one zone (the zone and *.zone), listening on each of its addresses."""
+    listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
+    pages = web_root / "pages" / zone if zone != LAB_ZONE else web_root / "lab"
+    return (
+        "  server {\n" + listens +
+        f"    server_name {zone} *.{zone};\n"
+        f"    ssl_certificate {cert};\n"
+        f"    ssl_certificate_key {key};\n"
+        f"    root {pages};\n"
+        f"    location /o/ {{ root {web_root}; }}\n"
+        "  }"
+    )
+
+
+def _badcert_server(badcert: tuple[str, Path, Path], web_root: Path) -> str:
+    """The default server: the badcert address, with a certificate from the untrusted CA."""
     addr, cert, key = badcert
-    out.append(
+    return (
         "  server {\n"
         f"    listen {addr}:443 ssl http2 default_server;\n"
         "    server_name _;\n"
@@ -73,8 +95,6 @@ def nginx_config(
         f"    root {web_root}/lab;\n"
         "  }"
     )
-    out.append("}")
-    return "\n".join(out) + "\n"
 
 
 def _web_addresses(zones: ZoneData, zone: str) -> list[str]:

@@ -15,11 +15,9 @@ from pyroute2 import IPRoute
 from harness import netns
 from harness.errors import HarnessError
 from harness.lab.config import LabConfig
+from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF  # shared with the Internet side
 
-CLIENT_IF = "c0"
-SHAPER_CLIENT_IF = "sc"
-SHAPER_SERVER_IF = "ss"
-SERVER_IF = "v0"
+SERVER_IF = "v0"  # the server namespace's end: only the lab has one
 
 
 def check_collisions(config: LabConfig) -> None:

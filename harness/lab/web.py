@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import random
+import statistics
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -66,6 +67,22 @@ class SyntheticWeb:
     @property
     def domains(self) -> list[str]:
         return sorted(set(self.host_domain.values()))
+
+
+def summarise(pages: list[Page]) -> list[dict[str, str]]:
+    """Per group (top, tail, all): pages, hostnames per page (median, mean, max), requests, KB, late hostnames."""
+    rows = []
+    for group in ("top", "tail", "all"):
+        sel = [p for p in pages if group == "all" or p.group == group]
+        if not sel:
+            continue
+        hosts = [len(p.hostnames) for p in sel]
+        rows.append({"group": group, "pages": str(len(sel)), "hostnames median": f"{statistics.median(hosts):g}",
+                     "mean": f"{statistics.mean(hosts):.1f}", "max": str(max(hosts)),
+                     "requests median": f"{statistics.median(len(p.objects) + 1 for p in sel):g}",
+                     "KB median": f"{statistics.median(p.bytes for p in sel) / 1000:.0f}",
+                     "late hostnames mean": f"{statistics.mean(len(p.late_hostnames) for p in sel):.1f}"})
+    return rows
 
 
 def bucket_sizes(shape: PageShape) -> list[int]:

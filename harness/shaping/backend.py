@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from harness.lab.daemons import Daemon
+from harness.daemons import Daemon
 from harness.shaping.profile import Direction, LinkProfile
 
 
 @dataclass(frozen=True)
-class ShaperPlace:
+class ShapingPoint:
     """Where shaping happens: a namespace that forwards between client and servers."""
 
     namespace: str
@@ -35,8 +35,8 @@ class ShaperPlace:
 class ShapingBackend(ABC):
     name: ClassVar[str]
 
-    def __init__(self, place: ShaperPlace):
-        self.place = place
+    def __init__(self, point: ShapingPoint):
+        self.point = point
 
     @abstractmethod
     def apply(self, profile: LinkProfile) -> list[Daemon]:

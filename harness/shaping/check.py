@@ -1,4 +1,4 @@
-"""`net check`: measure the link a lab actually has, to set beside the profile's targets.
+"""`net check`: measure the link a place actually has, to set beside the profile's targets.
 
 RTT: UDP probes from the client namespace to an echo in the server
 namespace (sequence-numbered, so loss is known per direction: a probe the
@@ -25,7 +25,7 @@ from pyroute2 import netns as pyroute_netns
 
 from harness import netns
 from harness.errors import HarnessError, require_program
-from harness.lab.lab import Lab
+from harness.place import Place, ProbePeer
 from harness.shaping.profile import LinkProfile
 
 ECHO_PORT = 7
@@ -59,6 +59,31 @@ class LinkCheck:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def rows(self) -> list[tuple[str, str, str, bool | None]]:
+        """(measure, measured, target, within target) for a table; None where there is no target."""
+        t, v = self.targets, self.verdicts
+        return [
+            ("RTT mean", _show(self.rtt_mean_ms, " ms"), _show(t["rtt_mean_ms"], " ms"), v["rtt_within_2ms"]),
+            ("RTT SD", _show(self.rtt_sd_ms, " ms"), "", None),
+            ("uplink loss", f"{self.uplink_loss_percent:g} % ({self.uplink_lost})",
+             _show(t["uplink_loss_percent"], " %"), v["uplink_loss_in_95ci"]),
+            ("downlink loss", f"{self.downlink_loss_percent:g} % ({self.downlink_lost})",
+             _show(t["downlink_loss_percent"], " %"), v["downlink_loss_in_95ci"]),
+            ("uplink TCP", _show(self.uplink_mbit, " Mbit/s"), _show(t["uplink_mbit"], " Mbit/s"),
+             v["uplink_rate_within_5pct"]),
+            ("downlink TCP", _show(self.downlink_mbit, " Mbit/s"), _show(t["downlink_mbit"], " Mbit/s"),
+             v["downlink_rate_within_5pct"]),
+        ]
+
+    @property
+    def passed(self) -> bool:
+        """The link is up and no measurement missed its target."""
+        return self.problem is None and not any(v is False for v in self.verdicts.values())
+
+
+def _show(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:g}{unit}"
+
 
 def read_sysctl(namespace: str, key: str) -> str:
     done = subprocess.run(netns.command(namespace, ["cat", "/proc/sys/" + key.replace(".", "/")]),
@@ -66,7 +91,14 @@ def read_sysctl(namespace: str, key: str) -> str:
     return done.stdout.strip()
 
 
-def set_congestion_control(lab: Lab, algorithm: str) -> None:
+def _peer(place: Place) -> ProbePeer:
+    peer = place.probe_peer()
+    if peer is None:
+        raise HarnessError(f"{place.kind} '{place.name}' has no probe peer: measured link checks need the lab")
+    return peer
+
+
+def set_congestion_control(place: Place, algorithm: str) -> None:
     """Pin TCP congestion control in the client and server namespaces, or say why not."""
     allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
     available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
@@ -75,8 +107,9 @@ def set_congestion_control(lab: Lab, algorithm: str) -> None:
     if algorithm not in allowed:
         raise HarnessError(f"congestion control '{algorithm}' is available but not allowed for namespaces: "
                            f"add it to net.ipv4.tcp_allowed_congestion_control in the host (allowed: {', '.join(allowed)})")
-    for role in ("client", "server"):
-        netns.set_sysctl(lab.config.namespaces[role], "net.ipv4.tcp_congestion_control", algorithm)
+    peer = _peer(place)
+    for namespace in (peer.client_namespace, peer.server_namespace):
+        netns.set_sysctl(namespace, "net.ipv4.tcp_congestion_control", algorithm)
 
 
 def _echo(namespace: str, address: str, idle: float) -> tuple[int, int]:
@@ -111,12 +144,13 @@ def _echo(namespace: str, address: str, idle: float) -> tuple[int, int]:
     return pid, read_fd
 
 
-def probe_rtt(lab: Lab, probes: int, interval: float, wait: float) -> tuple[list[float], int, int]:
+def probe_rtt(place: Place, probes: int, interval: float, wait: float) -> tuple[list[float], int, int]:
     """(RTTs in ms, probes the echo saw, probes sent)."""
-    target = lab.config.addresses.auth  # a server-namespace address; the echo uses port 7
-    pid, report = _echo(lab.config.namespaces["server"], target, idle=max(2.0, wait + 1.0))
+    peer = _peer(place)
+    target = peer.address  # the echo uses port 7
+    pid, report = _echo(peer.server_namespace, target, idle=max(2.0, wait + 1.0))
     rtts: list[float] = []
-    with netns.entered(lab.config.namespaces["client"]):
+    with netns.entered(peer.client_namespace):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.setblocking(False)
             sent_at: dict[int, float] = {}
@@ -147,11 +181,10 @@ def probe_rtt(lab: Lab, probes: int, interval: float, wait: float) -> tuple[list
     return rtts, seen, probes
 
 
-def iperf(lab: Lab, direction: str, seconds: float) -> float | None:
+def iperf(peer: ProbePeer, direction: str, seconds: float) -> float | None:
     """TCP goodput in Mbit/s, one flow; uplink = client sends."""
     require_program("iperf3", "iperf3")
-    server_ns, client_ns = lab.config.namespaces["server"], lab.config.namespaces["client"]
-    address = lab.config.addresses.auth
+    server_ns, client_ns, address = peer.server_namespace, peer.client_namespace, peer.address
     server = subprocess.Popen(netns.command(server_ns, ["iperf3", "-s", "-B", address, "-p", str(IPERF_PORT)]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -181,16 +214,16 @@ def binomial_interval(lost: int, n: int, z: float = 1.96) -> tuple[float, float]
     return (round(100 * max(0.0, centre - half), 3), round(100 * min(1.0, centre + half), 3))
 
 
-def check_link(lab: Lab, profile: LinkProfile, backend: str | None, probes: int = 300, interval: float = 0.01,
+def check_link(place: Place, profile: LinkProfile, backend: str | None, probes: int = 300, interval: float = 0.01,
                seconds: float = 5.0, base_rtt_ms: float = 0.1) -> LinkCheck:
     """Measure RTT, loss per direction and TCP goodput per direction, and judge them against the profile."""
     if probes < 200:
         raise HarnessError(f"--probes must be at least 200 (got {probes})")
+    peer = _peer(place)
     trip = profile.round_trip()
     wait = max(1.0, 3 * (trip["added_rtt_ms"] + 4 * trip["rtt_jitter_ms"]) / 1000)
-    rtts, seen, sent = probe_rtt(lab, probes, interval, wait)
+    rtts, seen, sent = probe_rtt(place, probes, interval, wait)
     up_lost, down_lost = sent - seen, seen - len(rtts)
-    ns = lab.config.namespaces
     check = LinkCheck(
         profile=profile.name, backend=backend, probes=sent,
         rtt_mean_ms=round(statistics.fmean(rtts), 3) if rtts else None,
@@ -198,9 +231,10 @@ def check_link(lab: Lab, profile: LinkProfile, backend: str | None, probes: int 
         uplink_loss_percent=round(100 * up_lost / sent, 3),
         downlink_loss_percent=round(100 * down_lost / seen, 3) if seen else 100.0,
         uplink_lost=up_lost, downlink_lost=down_lost,
-        uplink_mbit=iperf(lab, "uplink", seconds) if rtts else None,
-        downlink_mbit=iperf(lab, "downlink", seconds) if rtts else None,
-        congestion_control={role: read_sysctl(ns[role], "net.ipv4.tcp_congestion_control") for role in ("client", "server")},
+        uplink_mbit=iperf(peer, "uplink", seconds) if rtts else None,
+        downlink_mbit=iperf(peer, "downlink", seconds) if rtts else None,
+        congestion_control={role: read_sysctl(ns, "net.ipv4.tcp_congestion_control")
+                            for role, ns in (("client", peer.client_namespace), ("server", peer.server_namespace))},
     )
     if not rtts:
         check.problem = "no probe came back: the link is down (a dead delayer stops its direction)"
@@ -230,3 +264,20 @@ def _rate_ok(measured: float | None, target: float | None) -> bool | None:
     if target is None or measured is None:
         return None if target is None else False
     return abs(measured - target) <= 0.05 * target
+
+
+def measure_link(place: Place, network: str, backend: str = "auto", probes: int = 300, seconds: float = 5.0,
+                 congestion_control: str | None = None) -> LinkCheck:
+    """`net check`: apply the profile ``network`` with ``backend``, optionally pin congestion control, measure."""
+    from harness.shaping.profile import load_link_profile
+    from harness.shaping.shaper import Shaper
+
+    shaper = Shaper(place, backend=backend)
+    link = load_link_profile(network)
+    shaper.apply(link)
+    if congestion_control:
+        set_congestion_control(place, congestion_control)
+    result = check_link(place, link, (shaper.state() or {}).get("backend"), probes=probes, seconds=seconds)
+    if result.problem is None and shaper.problem():
+        result.problem = shaper.problem()
+    return result

@@ -6,7 +6,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from harness.errors import HarnessError
-from harness.lab.daemons import Daemon
+from harness.daemons import Daemon
 from harness.shaping.backend import ShapingBackend
 from harness.shaping.profile import LinkProfile
 from harness.shaping.userspace import TBF, tbf_replace
@@ -30,9 +30,9 @@ class NetemBackend(ShapingBackend):
     name = "netem"
 
     def apply(self, profile: LinkProfile) -> list[Daemon]:
-        ns = self.place.namespace
+        ns = self.point.namespace
         with IPRoute(netns=ns) as ipr:
-            for _, egress, _, d in self.place.directions(profile):
+            for _, egress, _, d in self.point.directions(profile):
                 index = ipr.link_lookup(ifname=egress)[0]
                 if not (d.delay_ms or d.jitter_ms or d.loss_percent):
                     tbf_replace(ns, egress, d.rate_mbit)
@@ -48,5 +48,5 @@ class NetemBackend(ShapingBackend):
         return []
 
     def clear(self) -> None:
-        for _, egress, _, _ in self.place.directions(LinkProfile(description="-", source="-")):
-            tbf_replace(self.place.namespace, egress, None)  # deleting the root removes netem and its child
+        for _, egress, _, _ in self.point.directions(LinkProfile(description="-", source="-")):
+            tbf_replace(self.point.namespace, egress, None)  # deleting the root removes netem and its child

@@ -1,4 +1,4 @@
-"""`Shaper`: applies a network profile to a lab's link, idempotently, and remembers what it applied."""
+"""`Shaper`: applies a network profile to a place's link, idempotently, and remembers what it applied."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ import json
 import subprocess
 
 from harness import netns
+from harness.daemons import Daemon, stop_all
 from harness.errors import HarnessError
-from harness.internet import InternetSide
-from harness.lab.daemons import Daemon, stop_all
-from harness.lab.lab import Lab
-from harness.lab.topology import CLIENT_IF, SERVER_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF
-from harness.shaping.backend import ShaperPlace, ShapingBackend
+from harness.place import SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place
+from harness.shaping.backend import ShapingBackend, ShapingPoint
 from harness.shaping.netem import NetemBackend, netem_available
 from harness.shaping.profile import LinkProfile
 from harness.shaping.userspace import UserspaceBackend
@@ -26,20 +24,20 @@ def fingerprint(profile: LinkProfile) -> str:
 
 
 class Shaper:
-    """The shaper namespace of a lab or an Internet side, and what is applied there (state in <run>/shaping.json)."""
+    """The shaper namespace of a place, and what is applied there (state in <run>/shaping.json)."""
 
-    def __init__(self, lab: Lab | InternetSide, backend: str = "auto"):
+    def __init__(self, place: Place, backend: str = "auto"):
         if backend not in ("auto", *BACKENDS):
             raise HarnessError(f"unknown shaping backend '{backend}': choose auto, {', '.join(BACKENDS)}")
-        self.lab = lab
-        self.place = ShaperPlace(namespace=lab.config.namespaces["shaper"], uplink_if=SHAPER_SERVER_IF,
-                                 downlink_if=SHAPER_CLIENT_IF, run_dir=lab.run_dir)
+        self.place = place
+        self.point = ShapingPoint(namespace=place.namespaces["shaper"], uplink_if=SHAPER_SERVER_IF,
+                                  downlink_if=SHAPER_CLIENT_IF, run_dir=place.run_dir)
         self.requested = backend
-        self.state_file = lab.run_dir / "shaping.json"
+        self.state_file = place.run_dir / "shaping.json"
 
     def choose_backend(self) -> str:
         """netem where the kernel has it, else the user-space fallback; a forced choice is checked."""
-        has_netem = netem_available(self.place.namespace, self.place.downlink_if)
+        has_netem = netem_available(self.point.namespace, self.point.downlink_if)
         if self.requested == "netem" and not has_netem:
             raise HarnessError("this kernel has no sch_netem: use --backend userspace (or auto)")
         if self.requested != "auto":
@@ -62,16 +60,15 @@ class Shaper:
 
     def apply(self, profile: LinkProfile) -> bool:
         """Apply ``profile``; False if exactly it is already applied and healthy (a no-op)."""
-        if not self.lab.status().healthy:
-            raise HarnessError(f"lab '{self.lab.config.prefix}' is not up and healthy: run 'dnsstudy lab up'")
+        self.place.require_healthy()
         state = self.state()
         if state and state.get("fingerprint") == fingerprint(profile) and self.problem() is None \
                 and self.requested in ("auto", state.get("backend")):
             return False
         backend_name = self.choose_backend()
         self.clear()
-        _offloads_off(self.lab)
-        backend = BACKENDS[backend_name](self.place)
+        _offloads_off(self.place)
+        backend = BACKENDS[backend_name](self.point)
         try:
             daemons = backend.apply(profile)
         except BaseException:
@@ -86,16 +83,12 @@ class Shaper:
         """Remove any shaping, whichever backend installed it."""
         stop_all(self.daemons(), grace=0.5)
         for cls in BACKENDS.values():
-            cls(self.place).clear()
+            cls(self.point).clear()
         self.state_file.unlink(missing_ok=True)
 
 
-def _offloads_off(lab: Lab | InternetSide) -> None:
+def _offloads_off(place: Place) -> None:
     """Segmentation offloads would let tbf and loss act on 64 KB super-packets instead of real ones."""
-    ns = lab.config.namespaces
-    ends = [(ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF), (ns["shaper"], SHAPER_SERVER_IF)]
-    if "server" in ns:  # an Internet side has no server namespace: the link ends at the host
-        ends.append((ns["server"], SERVER_IF))
-    for namespace, ifname in ends:
+    for namespace, ifname in place.link_ends():
         subprocess.run(netns.command(namespace, ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]),
                        capture_output=True, timeout=10)

@@ -14,7 +14,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from harness import netns
 from harness.errors import HarnessError
-from harness.lab.daemons import Daemon
+from harness.daemons import Daemon
 from harness.lab.upstream import delayer_path
 from harness.shaping.backend import ShapingBackend
 from harness.shaping.profile import LinkProfile
@@ -43,10 +43,10 @@ class UserspaceBackend(ShapingBackend):
     name = "userspace"
 
     def apply(self, profile: LinkProfile) -> list[Daemon]:
-        ns, run = self.place.namespace, self.place.run_dir
+        ns, run = self.point.namespace, self.point.run_dir
         daemons = []
         drops = []
-        for direction, egress, ingress, d in self.place.directions(profile):
+        for direction, egress, ingress, d in self.point.directions(profile):
             tbf_replace(ns, egress, d.rate_mbit)
             if d.loss_percent:
                 threshold = round(d.loss_percent / 100 * LOSS_SCALE)
@@ -71,8 +71,8 @@ class UserspaceBackend(ShapingBackend):
         return daemons
 
     def clear(self) -> None:
-        ns = self.place.namespace
-        for _, egress, _, _ in self.place.directions(LinkProfile(description="-", source="-")):
+        ns = self.point.namespace
+        for _, egress, _, _ in self.point.directions(LinkProfile(description="-", source="-")):
             tbf_replace(ns, egress, None)
         netns.run(ns, ["nft", "delete", "table", "inet", TABLE], check=False)
         # Our chain, jumped to from FORWARD, holds the NFQUEUE rules: flush it, keep the jump.

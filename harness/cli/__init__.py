@@ -1,0 +1,23 @@
+"""The `dnsstudy` command line: one module per command group.
+
+A command parses its options, calls one function of the harness (or of the
+analysis), and prints; the logic lives in those functions.
+"""
+
+from __future__ import annotations
+
+import click
+
+from harness import __version__
+from harness.cli import analysis, crawl, internet, lab, net, timer, visit
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dnsstudy")
+def main() -> None:
+    """Measure how the DNS transport a browser uses changes page loads."""
+
+
+for command in (lab.lab, lab.web, visit.visit, internet.internet, timer.timer, timer.bench, net.net, crawl.study,
+                crawl.crawl, crawl.demo, analysis.analyze, analysis.export):
+    main.add_command(command)

@@ -1,0 +1,5 @@
+"""`python -m harness.cli`: the same as `dnsstudy`."""
+
+from harness.cli import main
+
+main()

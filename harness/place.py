@@ -1,0 +1,111 @@
+"""`Place`: where visits, timers and shaping run — the lab, or an Internet side.
+
+Every place has the same shape on the client's side:
+
+    client  --c0 ==== sc--  shaper  --ss ==== ...  the servers (lab) or the host's uplink (Internet)
+    (browser, stubs,        (forwards; shaping
+     timer)                  attaches here)
+
+so the browser, the arms, the timer and the shaper work the same way in
+both. What differs (where resolvers come from, whether a probe peer exists
+for link checks, how to bring it up) is behind this interface; nothing
+outside `harness/lab/lab.py` and `harness/internet.py` asks which one it has.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal, Protocol
+
+from harness.arms.base import ClientSide, Resolver
+from harness.errors import HarnessError
+
+# Interface names, the same in every place: they live inside the place's namespaces,
+# so two places never collide on them.
+CLIENT_IF = "c0"          # the client's end of the client-shaper link
+SHAPER_CLIENT_IF = "sc"   # the shaper's end towards the client: downlink egress
+SHAPER_SERVER_IF = "ss"   # the shaper's end towards the servers or the uplink: uplink egress
+
+PlaceKind = Literal["lab", "internet"]
+
+
+class PlaceStatus(Protocol):
+    """What a place reports about itself."""
+
+    up: bool
+    namespaces: dict[str, bool]
+
+    @property
+    def healthy(self) -> bool: ...
+
+    @property
+    def dead(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class ProbePeer:
+    """Where a link check's echo and iperf3 server run: a namespace beyond the shaper, and its address."""
+
+    client_namespace: str
+    server_namespace: str
+    address: str
+
+
+class Place(ABC):
+    """Where visits, timers and shaping run."""
+
+    kind: ClassVar[PlaceKind]   # which studies run here (a study's `target`)
+    name: str                   # the prefix of its namespaces
+    run_dir: Path               # run-time state: shaping, stubs, visit work directories
+
+    @property
+    @abstractmethod
+    def namespaces(self) -> dict[str, str]:
+        """Role (client, shaper, and server where there is one) -> namespace name."""
+
+    @abstractmethod
+    def status(self) -> PlaceStatus:
+        """Whether the place is up, and which of its parts have died."""
+
+    @abstractmethod
+    def client_side(self) -> ClientSide:
+        """The client namespace as a place for arms, browser and timer."""
+
+    @abstractmethod
+    def resolver(self, name: str) -> Resolver:
+        """A resolver this place can reach, by name (HarnessError naming what exists if unknown)."""
+
+    @abstractmethod
+    def resolver_names(self) -> list[str] | None:
+        """The resolvers this place has, or None when any resolver profile will do."""
+
+    @abstractmethod
+    def link_ends(self) -> list[tuple[str, str]]:
+        """(namespace, interface) of every end of the shaped link: offloads are turned off there."""
+
+    @abstractmethod
+    def probe_peer(self) -> ProbePeer | None:
+        """A peer for measured link checks, or None where the place has none (the Internet)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, str]:
+        """What a crawl records about the place in its environment."""
+
+    @property
+    @abstractmethod
+    def up_command(self) -> str:
+        """The command that brings this place up, for error messages."""
+
+    def require_healthy(self) -> None:
+        """Raise a one-line HarnessError unless the place is up and healthy."""
+        status = self.status()
+        if not status.healthy:
+            dead = f" (dead: {', '.join(status.dead)})" if status.dead else ""
+            raise HarnessError(f"{self.kind} '{self.name}' is not up and healthy{dead}: run '{self.up_command}'")
+
+    def require_up(self) -> None:
+        """Raise a one-line HarnessError unless the place is up (dead parts allowed)."""
+        if not self.status().up:
+            raise HarnessError(f"{self.kind} '{self.name}' is not up: run '{self.up_command}'")
