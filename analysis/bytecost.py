@@ -24,14 +24,24 @@ def client_bytes(protocol: str, queries: int, s: dict[str, int]) -> int:
     segment = s["ip"] + s["tcp"]
     if protocol == "do53":
         return queries * (s["ip"] + s["udp"] + s["dns_query"])
-    handshake = (s["ip"] + s["tcp_syn"]) + s["acks_per_handshake"] * segment \
-        + (segment + s["client_hello"]) + (segment + s["client_finished"])
+    handshake = (
+        (s["ip"] + s["tcp_syn"])
+        + s["acks_per_handshake"] * segment
+        + (segment + s["client_hello"])
+        + (segment + s["client_finished"])
+    )
     ack = s["acks_per_query"] * segment
     if protocol == "dot":
         return handshake + queries * (segment + s["tls_record"] + s["dot_length_prefix"] + s["dns_query"] + ack)
     if protocol == "doh":
-        setup = segment + s["tls_record"] + s["h2_preface"] + s["h2_settings"] + s["h2_window_update"] \
+        setup = (
+            segment
+            + s["tls_record"]
+            + s["h2_preface"]
+            + s["h2_settings"]
+            + s["h2_window_update"]
             + s["h2_settings_ack"]
+        )
         first = s["hpack_first_headers"] - s["hpack_next_headers"]
         per_query = segment + s["tls_record"] + 2 * s["h2_frame"] + s["hpack_next_headers"] + s["dns_query"] + ack
         return handshake + setup + first + queries * per_query

@@ -22,8 +22,8 @@ from analysis.pairs import Cell, Configuration, differences, load_time_table, pr
 from analysis.settings import AnalysisSettings  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
-SLOWER, FASTER = "#c0392b", "#2471a3"   # the row is slower (red) or faster (blue) than the column
-CDF_POINTS = 400                          # a CDF is drawn through this many quantiles at most
+SLOWER, FASTER = "#c0392b", "#2471a3"  # the row is slower (red) or faster (blue) than the column
+CDF_POINTS = 400  # a CDF is drawn through this many quantiles at most
 
 sns.set_theme(style="whitegrid", context="paper")
 
@@ -50,8 +50,13 @@ def resolution_cdf(timings: pd.DataFrame, network: str, settings: AnalysisSettin
             continue
         x, y = _ecdf(ok)
         note = f" ({failed} failed)" if failed else ""
-        ax.plot(x, y, color=labels.colour(protocol), linestyle=LINESTYLES[resolvers.index(resolver) % 4],
-                label=f"{labels.configuration(resolver, protocol)}{note}")
+        ax.plot(
+            x,
+            y,
+            color=labels.colour(protocol),
+            linestyle=LINESTYLES[resolvers.index(resolver) % 4],
+            label=f"{labels.configuration(resolver, protocol)}{note}",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("resolution time (ms, log scale)")
     ax.set_ylabel("CDF of queries")
@@ -75,8 +80,16 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
             ax.set_xticks([])
             ax.set_yticks([])
             if i == j:
-                ax.text(0.5, 0.5, labels.configuration(*row), ha="center", va="center", fontsize=8, weight="bold",
-                        color=labels.colour(row[1]))
+                ax.text(
+                    0.5,
+                    0.5,
+                    labels.configuration(*row),
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    weight="bold",
+                    color=labels.colour(row[1]),
+                )
                 ax.set_facecolor("#f4f4f4")
                 continue
             cell = by_pair[(row, column)]
@@ -86,21 +99,26 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
                     x, y = _ecdf(cell.differences / 1000)
                     ax.plot(x, y, color="black", linewidth=0.9)
                     ax.axvline(0, color="grey", linewidth=0.5)
-                    ax.axvline(st.median_ms / 1000, color="black", linestyle="--", linewidth=0.8)
+                    if st.median_ms is not None:
+                        ax.axvline(st.median_ms / 1000, color="black", linestyle="--", linewidth=0.8)
                     ax.set_xlim(*_symmetric(cell.differences / 1000))
                     ax.tick_params(labelsize=5)
                     ax.set_xticks(np.round(np.linspace(*_symmetric(cell.differences / 1000), 3), 2))
                 if st.median_ms is not None and st.shade:
-                    ax.set_facecolor(matplotlib.colors.to_rgba(SLOWER if st.median_ms > 0 else FASTER, alphas[st.shade]))
+                    ax.set_facecolor(
+                        matplotlib.colors.to_rgba(SLOWER if st.median_ms > 0 else FASTER, alphas[st.shade])
+                    )
             else:
                 ax.text(0.5, 0.5, _cell_text(st), ha="center", va="center", fontsize=5.5)
     for j, column in enumerate(order):
         axes[-1][j].set_xlabel(labels.configuration(*column), fontsize=7)
     for i, row in enumerate(order):
         axes[i][0].set_ylabel(labels.configuration(*row), fontsize=7)
-    fig.suptitle(f"{labels.network(network)}: paired page-load time, row minus column (s). Dashed: median. "
-                 f"Red: row slower, blue: row faster; shade past {', '.join(f'{t:g}' for t in thresholds)} ms",
-                 fontsize=8)
+    fig.suptitle(
+        f"{labels.network(network)}: paired page-load time, row minus column (s). Dashed: median. "
+        f"Red: row slower, blue: row faster; shade past {', '.join(f'{t:g}' for t in thresholds)} ms",
+        fontsize=8,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     return fig
 
@@ -110,8 +128,10 @@ def _cell_text(st) -> str:
         return "no pairs"
     if st.ci_low_ms is None:
         return f"n={st.pairs}\nmedian {st.median_ms:+.0f} ms\ntoo few pairs"
-    return (f"n={st.pairs}\nmedian {st.median_ms:+.0f} ms\n95% CI [{st.ci_low_ms:+.0f}, {st.ci_high_ms:+.0f}]\n"
-            f"p={st.wilcoxon_p:.2g}\n{st.verdict}")
+    return (
+        f"n={st.pairs}\nmedian {st.median_ms:+.0f} ms\n95% CI [{st.ci_low_ms:+.0f}, {st.ci_high_ms:+.0f}]\n"
+        f"p={st.wilcoxon_p:.2g}\n{st.verdict}"
+    )
 
 
 def _symmetric(values: np.ndarray) -> tuple[float, float]:
@@ -124,17 +144,24 @@ def protocol_figure(visits: pd.DataFrame, resolver: str, settings: AnalysisSetti
     """Per network, protocol against protocol for one resolver (the reference study's Fig. 4)."""
     labels = settings.labels
     networks = list(dict.fromkeys(visits["network"].astype(str)))
-    protocols = [p for p in protocol_order(visits) if ((visits["resolver"] == resolver) & (visits["protocol"] == p)).any()]
+    protocols = [
+        p for p in protocol_order(visits) if ((visits["resolver"] == resolver) & (visits["protocol"] == p)).any()
+    ]
     fig, axes = plt.subplots(1, len(networks), figsize=(3.2 * len(networks), 3.0), squeeze=False, sharey=True)
-    for ax, network in zip(axes[0], networks):
+    for ax, network in zip(axes[0], networks, strict=True):
         table = load_time_table(visits, network)
         for later, earlier in [(b, a) for a, b in combinations(protocols, 2)]:
             d = differences(table, (resolver, later), (resolver, earlier)) / 1000
             if not len(d):
                 continue
             x, y = _ecdf(d)
-            ax.plot(x, y, color=labels.colour(later), linestyle="-" if earlier == protocols[0] else "--",
-                    label=f"{labels.protocol(later)} - {labels.protocol(earlier)} (n={len(d)})")
+            ax.plot(
+                x,
+                y,
+                color=labels.colour(later),
+                linestyle="-" if earlier == protocols[0] else "--",
+                label=f"{labels.protocol(later)} - {labels.protocol(earlier)} (n={len(d)})",
+            )
         ax.axvline(0, color="grey", linewidth=0.6)
         ax.set_title(labels.network(network))
         ax.set_xlabel("page-load time difference (s)")
@@ -151,8 +178,12 @@ def byte_cost_figure(sizes: dict[str, int], settings: AnalysisSettings, max_quer
     r = np.arange(1, max_queries + 1)
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
     for protocol in MODELLED:
-        ax.plot(r, [client_bytes(protocol, int(q), sizes) / 1000 for q in r], color=labels.colour(protocol),
-                label=labels.protocol(protocol))
+        ax.plot(
+            r,
+            [client_bytes(protocol, int(q), sizes) / 1000 for q in r],
+            color=labels.colour(protocol),
+            label=labels.protocol(protocol),
+        )
     ax.set_xlabel("queries r over one connection")
     ax.set_ylabel("bytes sent by the client (kB)")
     ax.set_title("Byte-cost model (profiles/analysis/byte-cost.toml)")

@@ -38,8 +38,13 @@ def configurations(visits: pd.DataFrame) -> list[Configuration]:
 def load_time_table(visits: pd.DataFrame, network: str) -> pd.DataFrame:
     """Successful onLoad times of one network: one row per (crawl, round, site), one column per configuration."""
     ok = visits[(visits["network"] == network) & (visits["error_class"] == "Successful") & visits["on_load_ms"].notna()]
-    table = ok.pivot_table(index=["study_id", "round", "site"], columns=["resolver", "protocol"], values="on_load_ms",
-                           aggfunc="first", observed=True)
+    table = ok.pivot_table(
+        index=["study_id", "round", "site"],
+        columns=["resolver", "protocol"],
+        values="on_load_ms",
+        aggfunc="first",
+        observed=True,
+    )
     table.columns = [(str(r), str(p)) for r, p in table.columns]
     return table
 
@@ -63,8 +68,9 @@ class Cell:
     statistics: PairStatistics
 
 
-def grid(visits: pd.DataFrame, network: str, settings: AnalysisSettings,
-         order: list[Configuration] | None = None) -> list[Cell]:
+def grid(
+    visits: pd.DataFrame, network: str, settings: AnalysisSettings, order: list[Configuration] | None = None
+) -> list[Cell]:
     """Every ordered pair of distinct configurations of ``network`` (row i, column j, i != j)."""
     order = order or configurations(visits)
     table = load_time_table(visits, network)
@@ -79,14 +85,25 @@ def grid(visits: pd.DataFrame, network: str, settings: AnalysisSettings,
             if mirror is not None:  # the same pairs, the other way round: negate rather than recompute
                 st = mirror.statistics
                 flipped = {"row slower": "row faster", "row faster": "row slower"}.get(st.verdict, st.verdict)
-                stats = PairStatistics(st.pairs, None if st.median_ms is None else -st.median_ms,
-                                       None if st.ci_high_ms is None else -st.ci_high_ms,
-                                       None if st.ci_low_ms is None else -st.ci_low_ms, st.wilcoxon_p, flipped, st.shade)
+                stats = PairStatistics(
+                    st.pairs,
+                    None if st.median_ms is None else -st.median_ms,
+                    None if st.ci_high_ms is None else -st.ci_high_ms,
+                    None if st.ci_low_ms is None else -st.ci_low_ms,
+                    st.wilcoxon_p,
+                    flipped,
+                    st.shade,
+                )
                 cell = Cell(network, row, column, -mirror.differences, stats)
             else:
                 d = differences(table, row, column)
-                cell = Cell(network, row, column, d, compare(d, s.confidence, g.indistinguishable_ms, g.thresholds_ms,
-                                                             s.min_pairs))
+                cell = Cell(
+                    network,
+                    row,
+                    column,
+                    d,
+                    compare(d, s.confidence, g.indistinguishable_ms, g.thresholds_ms, s.min_pairs),
+                )
             done[(row, column)] = cell
             cells.append(cell)
     return cells
@@ -94,5 +111,14 @@ def grid(visits: pd.DataFrame, network: str, settings: AnalysisSettings,
 
 def grid_frame(cells: list[Cell], labels) -> pd.DataFrame:
     """The statistics of every cell as a table (one row per ordered pair)."""
-    return pd.DataFrame([{"network": c.network, "row": labels.configuration(*c.row),
-                          "column": labels.configuration(*c.column), **c.statistics.to_dict()} for c in cells])
+    return pd.DataFrame(
+        [
+            {
+                "network": c.network,
+                "row": labels.configuration(*c.row),
+                "column": labels.configuration(*c.column),
+                **c.statistics.to_dict(),
+            }
+            for c in cells
+        ]
+    )

@@ -36,8 +36,10 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
     settings = load_settings(profile)
     results = load(stores)
     if results.empty:
-        raise ResultsError(f"{', '.join(results.sources)}: no visit has been recorded yet "
-                           f"({results.planned} planned): nothing to analyse")
+        raise ResultsError(
+            f"{', '.join(results.sources)}: no visit has been recorded yet "
+            f"({results.planned} planned): nothing to analyse"
+        )
     report = Report(out=out, html=out / "report.html")
     sections: list[str] = []
     (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -56,8 +58,11 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             order = configurations(visits)
             cells = grid(visits, network, settings, order)
             frame = grid_frame(cells, settings.labels)
-            report.tables += tables.write_table(frame, out / "tables" / f"pairs-{network}",
-                                                f"Paired page-load differences, {label} (row minus column, ms)")
+            report.tables += tables.write_table(
+                frame,
+                out / "tables" / f"pairs-{network}",
+                f"Paired page-load differences, {label} (row minus column, ms)",
+            )
             fig = figures.grid_figure(cells, order, network, settings)
             parts.append(_figure(report, fig, f"grid-{network}", f"Pairwise grid, {label}"))
             parts.append(_verdicts(frame))
@@ -77,7 +82,9 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             report.tables += tables.write_table(frame, out / "tables" / f"outcomes-{taxonomy}", caption)
             parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
         frame = tables.success_differences(visits, settings)
-        caption = f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points)"
+        caption = (
+            f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points)"
+        )
         report.tables += tables.write_table(frame, out / "tables" / "success-differences", caption)
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
         sections.append("\n".join(parts))
@@ -99,15 +106,20 @@ def _figure(report: Report, fig: plt.Figure, name: str, caption: str) -> str:
     plt.close(fig)
     report.figures += [png, pdf]
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)} ({png.name}, {pdf.name})</figcaption></figure>")
+    return (
+        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(caption)} ({png.name}, {pdf.name})</figcaption></figure>"
+    )
 
 
 def _verdicts(frame: pd.DataFrame) -> str:
     cols = ["row", "column", "pairs", "median_ms", "ci_low_ms", "ci_high_ms", "wilcoxon_p", "verdict"]
     shown = frame[frame["row"] < frame["column"]][cols]  # each unordered pair once
-    return "<details><summary>statistics of every pair</summary>" + \
-        shown.to_html(index=False, float_format="%.3g") + "</details>"
+    return (
+        "<details><summary>statistics of every pair</summary>"
+        + shown.to_html(index=False, float_format="%.3g")
+        + "</details>"
+    )
 
 
 def _summary(results: Results, settings: AnalysisSettings) -> str:
@@ -116,21 +128,27 @@ def _summary(results: Results, settings: AnalysisSettings) -> str:
     facts = "".join(f"<li>{html.escape(k)}: {html.escape(', '.join(g['value']))}</li>" for k, g in env.groupby("key"))
     checks = results.link_checks
     problems = int(checks["problem"].notna().sum()) if not checks.empty else 0
-    return (f"<p>Stores: {html.escape(', '.join(results.sources))}. {len(v)} visits done of {results.planned} planned; "
-            f"{int((v['error_class'] == 'Successful').sum())} successful; "
-            f"{int((~v['counted'].fillna(False)).sum())} harness failures (not counted); "
-            f"{len(results.timings)} timed queries; {len(checks)} link checks, {problems} with a problem.</p>"
-            f"<p>Reading: {html.escape(settings.source)}. A pair is <em>indistinguishable</em> only when its "
-            f"{settings.statistics.confidence:.0%} interval lies within ±{settings.grid.indistinguishable_ms:g} ms.</p>"
-            f"<details><summary>environment</summary><ul>{facts}</ul></details>")
+    return (
+        f"<p>Stores: {html.escape(', '.join(results.sources))}. {len(v)} visits done of {results.planned} planned; "
+        f"{int((v['error_class'] == 'Successful').sum())} successful; "
+        f"{int((~v['counted'].fillna(False)).sum())} harness failures (not counted); "
+        f"{len(results.timings)} timed queries; {len(checks)} link checks, {problems} with a problem.</p>"
+        f"<p>Reading: {html.escape(settings.source)}. A pair is <em>indistinguishable</em> only when its "
+        f"{settings.statistics.confidence:.0%} interval lies within ±{settings.grid.indistinguishable_ms:g} ms.</p>"
+        f"<details><summary>environment</summary><ul>{facts}</ul></details>"
+    )
 
 
 def _page(sections: list[str], settings: AnalysisSettings) -> str:
-    style = ("body{font-family:sans-serif;max-width:1400px;margin:auto;padding:1em}img{max-width:100%}"
-             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}"
-             "figure{margin:1em 0}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>dnsstudy report</title>"
-            f"<style>{style}</style></head><body><h1>dnsstudy report</h1>{''.join(sections)}</body></html>\n")
+    style = (
+        "body{font-family:sans-serif;max-width:1400px;margin:auto;padding:1em}img{max-width:100%}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}"
+        "figure{margin:1em 0}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>dnsstudy report</title>"
+        f"<style>{style}</style></head><body><h1>dnsstudy report</h1>{''.join(sections)}</body></html>\n"
+    )
 
 
 __all__ = ["Report", "ResultsError", "analyze"]

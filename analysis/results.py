@@ -18,10 +18,39 @@ from pandas.api.types import union_categoricals
 #: The store schema this package reads (docs/store.md).
 SCHEMA_VERSION = 1
 
-VISIT_COLUMNS = ["study_id", "ordinal", "round", "block", "network", "rank", "site", "site_group", "resolver",
-                 "protocol", "status", "attempts", "error_class", "paper_2019", "counted", "on_load_ms"]
-TIMING_COLUMNS = ["study_id", "block", "network", "resolver", "protocol", "name", "type", "duration_us",
-                  "new_connection", "tcp_setup_us", "tls_setup_us", "status", "error"]
+VISIT_COLUMNS = [
+    "study_id",
+    "ordinal",
+    "round",
+    "block",
+    "network",
+    "rank",
+    "site",
+    "site_group",
+    "resolver",
+    "protocol",
+    "status",
+    "attempts",
+    "error_class",
+    "paper_2019",
+    "counted",
+    "on_load_ms",
+]
+TIMING_COLUMNS = [
+    "study_id",
+    "block",
+    "network",
+    "resolver",
+    "protocol",
+    "name",
+    "type",
+    "duration_us",
+    "new_connection",
+    "tcp_setup_us",
+    "tls_setup_us",
+    "status",
+    "error",
+]
 
 
 class ResultsError(Exception):
@@ -32,12 +61,12 @@ class ResultsError(Exception):
 class Results:
     """The visits and timings of one or more stores."""
 
-    visits: pd.DataFrame      # done visits only
+    visits: pd.DataFrame  # done visits only
     timings: pd.DataFrame
     link_checks: pd.DataFrame
     environment: pd.DataFrame
     sources: list[str]
-    planned: int              # visits planned, done or not
+    planned: int  # visits planned, done or not
 
     @property
     def empty(self) -> bool:
@@ -53,21 +82,33 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise ResultsError(f"{path}: not a dnsstudy store ({exc})") from None
     if row is None or int(row[0]) != SCHEMA_VERSION:
-        raise ResultsError(f"{path}: store schema version {row[0] if row else 'none'}, "
-                           f"this analysis reads {SCHEMA_VERSION}")
+        raise ResultsError(
+            f"{path}: store schema version {row[0] if row else 'none'}, this analysis reads {SCHEMA_VERSION}"
+        )
     return db
 
 
 #: Repeated strings are kept as categories: a million visits fit in a few hundred MB.
-_CATEGORIES = ("study_id", "network", "site", "site_group", "resolver", "protocol", "status", "error_class", "paper_2019")
+_CATEGORIES = (
+    "study_id",
+    "network",
+    "site",
+    "site_group",
+    "resolver",
+    "protocol",
+    "status",
+    "error_class",
+    "paper_2019",
+)
 _CHUNK = 200_000
 
 
 def _read_visits(db: sqlite3.Connection) -> pd.DataFrame:
     """Done visits, read in chunks that are made categorical at once (the peak stays near the result's size)."""
     chunks = []
-    for chunk in pd.read_sql_query(f"SELECT {', '.join(VISIT_COLUMNS)} FROM visits WHERE status = 'done'", db,
-                                   chunksize=_CHUNK):
+    for chunk in pd.read_sql_query(
+        f"SELECT {', '.join(VISIT_COLUMNS)} FROM visits WHERE status = 'done'", db, chunksize=_CHUNK
+    ):
         for column in _CATEGORIES:
             chunk[column] = chunk[column].astype("category")
         chunks.append(chunk)
@@ -120,8 +161,9 @@ def load(paths: list[Path] | Path) -> Results:
             order += _protocol_order(db)
             frames["visits"].append(_read_visits(db))
             frames["timings"].append(pd.read_sql_query(f"SELECT {', '.join(TIMING_COLUMNS)} FROM timings", db))
-            frames["link_checks"].append(pd.read_sql_query(
-                "SELECT study_id, block, network, backend, problem, record FROM link_checks", db))
+            frames["link_checks"].append(
+                pd.read_sql_query("SELECT study_id, block, network, backend, problem, record FROM link_checks", db)
+            )
             frames["environment"].append(pd.read_sql_query("SELECT study_id, key, value FROM environment", db))
             planned += db.execute("SELECT COUNT(*) FROM visits").fetchone()[0]
         finally:
@@ -130,5 +172,11 @@ def load(paths: list[Path] | Path) -> Results:
     visits = _concat_categorical(frames["visits"])
     visits["counted"] = visits["counted"].astype("boolean")
     _order_protocols(visits, order)
-    return Results(visits=visits, timings=joined["timings"], link_checks=joined["link_checks"],
-                   environment=joined["environment"], sources=[str(p) for p in paths], planned=planned)
+    return Results(
+        visits=visits,
+        timings=joined["timings"],
+        link_checks=joined["link_checks"],
+        environment=joined["environment"],
+        sources=[str(p) for p in paths],
+        planned=planned,
+    )

@@ -49,8 +49,8 @@ class PairStatistics:
     ci_low_ms: float | None
     ci_high_ms: float | None
     wilcoxon_p: float | None
-    verdict: str     # "row slower", "row faster", "indistinguishable", "inconclusive", "too few pairs"
-    shade: int       # 0-3: |median| against the thresholds; the sign says which way
+    verdict: str  # "row slower", "row faster", "indistinguishable", "inconclusive", "too few pairs"
+    shade: int  # 0-3: |median| against the thresholds; the sign says which way
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,8 +62,13 @@ def shade_of(median_ms: float, thresholds: tuple[float, float, float]) -> int:
     return sum(size > t for t in thresholds)
 
 
-def compare(differences: np.ndarray, confidence: float, indistinguishable_ms: float,
-            thresholds: tuple[float, float, float], min_pairs: int) -> PairStatistics:
+def compare(
+    differences: np.ndarray,
+    confidence: float,
+    indistinguishable_ms: float,
+    thresholds: tuple[float, float, float],
+    min_pairs: int,
+) -> PairStatistics:
     """Statistics of paired differences (row - column).
 
     "indistinguishable" needs the whole interval within +-indistinguishable_ms,
@@ -72,8 +77,15 @@ def compare(differences: np.ndarray, confidence: float, indistinguishable_ms: fl
     """
     d = np.asarray(differences, dtype=float)
     if len(d) < min_pairs:
-        return PairStatistics(len(d), float(np.median(d)) if len(d) else None, None, None, None, "too few pairs",
-                              shade_of(float(np.median(d)), thresholds) if len(d) else 0)
+        return PairStatistics(
+            len(d),
+            float(np.median(d)) if len(d) else None,
+            None,
+            None,
+            None,
+            "too few pairs",
+            shade_of(float(np.median(d)), thresholds) if len(d) else 0,
+        )
     median = float(np.median(d))
     low, high = median_interval(d, confidence)
     if -indistinguishable_ms <= low and high <= indistinguishable_ms:

@@ -38,8 +38,12 @@ def outcome_table(visits: pd.DataFrame, taxonomy: str, settings: AnalysisSetting
             classes = mine[column].astype(str)
             infrastructure = int((mine["error_class"].astype(str) == INFRASTRUCTURE).sum())
             counted = classes[mine["error_class"].astype(str) != INFRASTRUCTURE] if taxonomy == "strict" else classes
-            row = {"network": labels.network(network), "resolver": labels.resolver(resolver),
-                   "protocol": labels.protocol(protocol), "visits": len(counted)}
+            row = {
+                "network": labels.network(network),
+                "resolver": labels.resolver(resolver),
+                "protocol": labels.protocol(protocol),
+                "visits": len(counted),
+            }
             names = STRICT_ORDER + sorted(set(counted) - set(STRICT_ORDER))
             for name in names:
                 row[f"{name} %"] = round(100 * (counted == name).mean(), 2) if len(counted) else float("nan")
@@ -56,16 +60,26 @@ def success_differences(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.
     rows = []
     for network in _networks(visits):
         sub = counted[counted["network"] == network]
-        tally = {c: (int((g["error_class"].astype(str) == "Successful").sum()), len(g))
-                 for c, g in sub.groupby([sub["resolver"].astype(str), sub["protocol"].astype(str)])}
+        tally = {
+            c: (int((g["error_class"].astype(str) == "Successful").sum()), len(g))
+            for c, g in sub.groupby([sub["resolver"].astype(str), sub["protocol"].astype(str)])
+        }
         for a, b in combinations(configurations(visits), 2):
             (s1, n1), (s2, n2) = tally.get(a, (0, 0)), tally.get(b, (0, 0))
             d, low, high = rate_difference(s1, n1, s2, n2, confidence)
-            rows.append({"network": labels.network(network), "a": labels.configuration(*a),
-                         "b": labels.configuration(*b), "a success %": _pct(s1, n1), "b success %": _pct(s2, n2),
-                         "difference (a - b) pp": round(100 * d, 2), "ci low pp": round(100 * low, 2),
-                         "ci high pp": round(100 * high, 2),
-                         "differs": bool(low > 0 or high < 0) if n1 and n2 else False})
+            rows.append(
+                {
+                    "network": labels.network(network),
+                    "a": labels.configuration(*a),
+                    "b": labels.configuration(*b),
+                    "a success %": _pct(s1, n1),
+                    "b success %": _pct(s2, n2),
+                    "difference (a - b) pp": round(100 * d, 2),
+                    "ci low pp": round(100 * low, 2),
+                    "ci high pp": round(100 * high, 2),
+                    "differs": bool(low > 0 or high < 0) if n1 and n2 else False,
+                }
+            )
     return pd.DataFrame(rows)
 
 

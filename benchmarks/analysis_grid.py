@@ -49,15 +49,33 @@ def build(path: Path, sites: int, rounds: int) -> int:
                     ok = rng.random(sites) < 0.9
                     load_ms = base + shift[c] + rng.normal(0, 50, sites)
                     for s in range(sites):
-                        rows.append((n, "bench", round_, round_ * 4 + b, network, s + 1, f"site{s}.test", "top",
-                                     c[0], c[1], "done", 0, "Successful" if ok[s] else "Page-load Timeout",
-                                     "Successful" if ok[s] else "Page-load Timeout", 1,
-                                     float(load_ms[s]) if ok[s] else None))
+                        rows.append(
+                            (
+                                n,
+                                "bench",
+                                round_,
+                                round_ * 4 + b,
+                                network,
+                                s + 1,
+                                f"site{s}.test",
+                                "top",
+                                c[0],
+                                c[1],
+                                "done",
+                                0,
+                                "Successful" if ok[s] else "Page-load Timeout",
+                                "Successful" if ok[s] else "Page-load Timeout",
+                                1,
+                                float(load_ms[s]) if ok[s] else None,
+                            )
+                        )
                         n += 1
                 store.db.executemany(
                     "INSERT INTO visits (ordinal, study_id, round, block, network, rank, site, site_group, resolver, "
                     "protocol, status, attempts, error_class, paper_2019, counted, on_load_ms) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    rows,
+                )
     store.close()
     return n
 
@@ -74,7 +92,8 @@ def main() -> None:
         t = time.perf_counter()
         n = build(path, args.sites, args.rounds)
         print(f"store: {n:,} visits written in {time.perf_counter() - t:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
-        totals, steps = [], {"read": [], "statistics": [], "figures": []}
+        totals: list[float] = []
+        steps: dict[str, list[float]] = {"read": [], "statistics": [], "figures": []}
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             visits = load(path).visits
@@ -91,14 +110,18 @@ def main() -> None:
             steps["statistics"].append(t2 - t1)
             steps["figures"].append(t3 - t2)
             totals.append(t3 - t0)
-        cells = sum(len(c) for c in grids.values())
-        print(f"{len(order)} configurations, {len(NETWORKS)} networks, {cells} cells "
-              f"(median pairs per cell {statistics.median(c.statistics.pairs for g in grids.values() for c in g):,.0f})")
+        n_cells = sum(len(c) for c in grids.values())
+        print(
+            f"{len(order)} configurations, {len(NETWORKS)} networks, {n_cells} cells "
+            f"(median pairs per cell {statistics.median(c.statistics.pairs for g in grids.values() for c in g):,.0f})"
+        )
         for name, values in steps.items():
             print(f"  {name}: median {statistics.median(values):.2f} s")
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
-        print(f"total: median {statistics.median(totals):.2f} s over {args.repeat} runs (target <= 20 s); "
-              f"peak RSS {peak:.2f} GB (target <= 2 GB)")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+        print(
+            f"total: median {statistics.median(totals):.2f} s over {args.repeat} runs (target <= 20 s); "
+            f"peak RSS {peak:.2f} GB (target <= 2 GB)"
+        )
 
 
 if __name__ == "__main__":

@@ -53,10 +53,14 @@ def main() -> None:
         print(f"run {i + 1}: up {ups[-1]:.2f} s, down {downs[-1]:.2f} s", flush=True)
 
     print(f"web generation, first time (2,000 sites): {generation:.2f} s")
-    print(f"lab up (cold, web cached): median {statistics.median(ups):.2f} s "
-          f"(min {min(ups):.2f}, max {max(ups):.2f}) over {args.runs} runs; target <= 10 s")
-    print(f"lab down: median {statistics.median(downs):.2f} s "
-          f"(min {min(downs):.2f}, max {max(downs):.2f}) over {args.runs} runs; target <= 3 s")
+    print(
+        f"lab up (cold, web cached): median {statistics.median(ups):.2f} s "
+        f"(min {min(ups):.2f}, max {max(ups):.2f}) over {args.runs} runs; target <= 10 s"
+    )
+    print(
+        f"lab down: median {statistics.median(downs):.2f} s "
+        f"(min {min(downs):.2f}, max {max(downs):.2f}) over {args.runs} runs; target <= 3 s"
+    )
 
 
 if __name__ == "__main__":

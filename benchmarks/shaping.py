@@ -44,10 +44,10 @@ def main() -> None:
             link = load_link_profile(name)
             shaper.apply(link)
             pids = [d.pid for d in shaper.daemons()]
-            cpu = {}
+            cpu: dict[str, float] = {}
             original = checkmod.iperf
 
-            def timed_iperf(lab_, direction, seconds, _orig=original):
+            def timed_iperf(lab_, direction, seconds, _orig=original, pids=pids, cpu=cpu):
                 before = {p: cpu_seconds(p) for p in pids}
                 start = time.monotonic()
                 result = _orig(lab_, direction, seconds)
@@ -75,18 +75,25 @@ def main() -> None:
         lab.down()
 
     print(f"\n{args.probes} UDP probes, {args.seconds:g} s iperf3 per direction, backend userspace")
-    print(f"{'profile':20}{'RTT mean (target)':>22}{'SD':>7}{'up loss % (target, 95% CI)':>34}{'down loss %':>12}"
-          f"{'up Mbit/s (target)':>22}{'down Mbit/s (target)':>24}{'delayer CPU % (down test)':>27}")
+    print(
+        f"{'profile':20}{'RTT mean (target)':>22}{'SD':>7}{'up loss % (target, 95% CI)':>34}{'down loss %':>12}"
+        f"{'up Mbit/s (target)':>22}{'down Mbit/s (target)':>24}{'delayer CPU % (down test)':>27}"
+    )
     for name, c, ci, cpu in rows:
         t = c.targets
-        print(f"{name:20}{c.rtt_mean_ms:>12.2f} ({t['rtt_mean_ms']:>6.1f}){c.rtt_sd_ms:>7.2f}"
-              f"{c.uplink_loss_percent:>12.2f} ({t['uplink_loss_percent']:g}, {ci[0]:.2f}-{ci[1]:.2f})"
-              f"{c.downlink_loss_percent:>12.2f}"
-              f"{c.uplink_mbit or 0:>12.2f} ({t['uplink_mbit'] or 0:>6.2f}){c.downlink_mbit or 0:>14.2f} ({t['downlink_mbit'] or 0:>6.2f})"
-              f"{cpu.get('downlink', 0):>27.1f}")
+        print(
+            f"{name:20}{c.rtt_mean_ms:>12.2f} ({t['rtt_mean_ms']:>6.1f}){c.rtt_sd_ms:>7.2f}"
+            f"{c.uplink_loss_percent:>12.2f} ({t['uplink_loss_percent']:g}, {ci[0]:.2f}-{ci[1]:.2f})"
+            f"{c.downlink_loss_percent:>12.2f}"
+            f"{c.uplink_mbit or 0:>12.2f} ({t['uplink_mbit'] or 0:>6.2f})"
+            f"{c.downlink_mbit or 0:>14.2f} ({t['downlink_mbit'] or 0:>6.2f})"
+            f"{cpu.get('downlink', 0):>27.1f}"
+        )
         print(f"{'':20}verdicts: {c.verdicts}")
-    print(f"\nprofile switch 4g <-> 3g: median {statistics.median(switch):.3f} s, max {max(switch):.3f} s "
-          f"over {len(switch)} switches (target <= 1 s)")
+    print(
+        f"\nprofile switch 4g <-> 3g: median {statistics.median(switch):.3f} s, max {max(switch):.3f} s "
+        f"over {len(switch)} switches (target <= 1 s)"
+    )
 
 
 if __name__ == "__main__":

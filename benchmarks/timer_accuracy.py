@@ -32,6 +32,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from harness.capture import capture, do53_wire_us, tcp_exchanges
+    from harness.protocols import timer_protocols
     from harness.shaping.check import probe_rtt
     from harness.shaping.profile import load_link_profile
     from harness.shaping.shaper import Shaper
@@ -48,15 +49,15 @@ def main() -> None:
             with capture(ns, pcap, ["udp", "port", "53"]):
                 timings = time_names(client, "do53", near, names)
             wire = do53_wire_us(pcap)
-            over = [(t.duration_us - wire[t.name]) / 1000 for t in timings if t.name in wire and t.ok]
+            over = [(t.duration_us - wire[t.name]) / 1000 for t in timings if t.name in wire and t.duration_us]
             print(f"{'do53':9} {statistics.median(over):10.3f} {quantile(over, 0.95):8.3f} {len(over):8}")
             for protocol, port in (("dot", 853), ("doh", 443)):
                 pcap = Path(tmp) / f"{protocol}.pcap"
                 with capture(ns, pcap, ["tcp", "port", str(port), "and", "host", near.address]):
                     timings = time_names(client, protocol, near, names)
                 warm = [t for t in timings if t.ok and not t.new_connection]
-                exchanges = tcp_exchanges(pcap, port)[-len(warm):]
-                over = [(t.duration_us - e.us) / 1000 for t, e in zip(warm, exchanges)]
+                exchanges = tcp_exchanges(pcap, port)[-len(warm) :]
+                over = [(t.duration_us - e.us) / 1000 for t, e in zip(warm, exchanges, strict=False) if t.duration_us]
                 print(f"{protocol:9} {statistics.median(over):10.3f} {quantile(over, 0.95):8.3f} {len(over):8}")
 
         shaper = Shaper(lab)
@@ -65,14 +66,15 @@ def main() -> None:
         rtt = statistics.median(rtts)
         print(f"\n{args.network}: RTT {rtt:.2f} ms (median of {len(rtts)} UDP probes); 20 samples each")
         print(f"{'protocol':9} {'cold ms':>9} {'cold RTTs':>10} {'warm ms':>9} {'warm RTTs':>10}")
-        for protocol in ("do53", "dot", "doh", "doq", "doh3"):
-            colds, warms = [], []
+        for protocol in timer_protocols():
+            colds: list[float] = []
+            warms: list[float] = []
             for _ in range(20):
-                t = time_names(client, protocol, near, ["www.lab.test", "google.com"])
-                colds.append(t[0].ms)
-                warms.append(t[1].ms)
-            cold, warm = statistics.median(colds), statistics.median(warms)
-            print(f"{protocol:9} {cold:9.2f} {cold / rtt:10.2f} {warm:9.2f} {warm / rtt:10.2f}")
+                pair = time_names(client, protocol, near, ["www.lab.test", "google.com"])
+                colds.append(pair[0].ms or float("nan"))  # a failed query shows as nan, not as fast
+                warms.append(pair[1].ms or float("nan"))
+            cold_ms, warm_ms = statistics.median(colds), statistics.median(warms)
+            print(f"{protocol:9} {cold_ms:9.2f} {cold_ms / rtt:10.2f} {warm_ms:9.2f} {warm_ms / rtt:10.2f}")
     finally:
         lab.down()
 

@@ -51,23 +51,36 @@ def main() -> None:
                         failures[protocol] += 1
                         continue
                     p = result.phases
+                    assert result.on_load_ms is not None and result.bidi_on_load_ms is not None  # Successful
                     inner = result.wall_s - sum(p.values())  # counters and proof, around the browser
-                    rows[protocol].append({
-                        "overhead": wall - result.on_load_ms / 1000,
-                        "onload": result.on_load_ms / 1000,
-                        "profile": p["profile"], "browser start": p["browser_start"],
-                        "navigation - onLoad": p["navigation"] - result.on_load_ms / 1000,
-                        "HAR assembly": p["collect"] + p["har"], "shutdown": p["shutdown"],
-                        "arm + proof": arm_ready + inner + (wall - arm_ready - result.wall_s),
-                        "bidi - onLoad": (result.bidi_on_load_ms - result.on_load_ms) / 1000,
-                        "agrees": bool(result.on_load_agrees),
-                    })
+                    rows[protocol].append(
+                        {
+                            "overhead": wall - result.on_load_ms / 1000,
+                            "onload": result.on_load_ms / 1000,
+                            "profile": p["profile"],
+                            "browser start": p["browser_start"],
+                            "navigation - onLoad": p["navigation"] - result.on_load_ms / 1000,
+                            "HAR assembly": p["collect"] + p["har"],
+                            "shutdown": p["shutdown"],
+                            "arm + proof": arm_ready + inner + (wall - arm_ready - result.wall_s),
+                            "bidi - onLoad": (result.bidi_on_load_ms - result.on_load_ms) / 1000,
+                            "agrees": bool(result.on_load_agrees),
+                        }
+                    )
                 print(f"round {i + 1}/{args.visits} done", flush=True)
     finally:
         lab.down()
 
-    columns = ["onload", "overhead", "profile", "browser start", "navigation - onLoad", "HAR assembly", "shutdown",
-               "arm + proof"]
+    columns = [
+        "onload",
+        "overhead",
+        "profile",
+        "browser start",
+        "navigation - onLoad",
+        "HAR assembly",
+        "shutdown",
+        "arm + proof",
+    ]
     print(f"\nmedians over {args.visits} visits per arm (seconds); target: overhead <= 2.0 s")
     print(f"{'arm':6}{'n':>4}" + "".join(f"{c:>21}" for c in columns))
     for protocol, data in rows.items():
@@ -76,9 +89,11 @@ def main() -> None:
     for protocol, data in rows.items():
         if data:
             deltas = [abs(r["bidi - onLoad"]) * 1000 for r in data]
-            print(f"{protocol}: BiDi load vs Navigation Timing onLoad: median |difference| "
-                  f"{statistics.median(deltas):.1f} ms, max {max(deltas):.1f} ms, "
-                  f"{sum(r['agrees'] for r in data)}/{len(data)} within tolerance")
+            print(
+                f"{protocol}: BiDi load vs Navigation Timing onLoad: median |difference| "
+                f"{statistics.median(deltas):.1f} ms, max {max(deltas):.1f} ms, "
+                f"{sum(r['agrees'] for r in data)}/{len(data)} within tolerance"
+            )
     if any(failures.values()):
         print(f"unsuccessful visits (excluded): {failures}")
 

@@ -13,9 +13,9 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from itertools import cycle
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from harness.lab.lab import Lab
 from harness.paths import PROJECT_ROOT
 from harness.profile import load_profile
+from harness.protocols import timer_protocols
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.protocols import timer_protocols
 from harness.timer import TimerSettings, Timing, parse_output, start_timer, time_names
 
 DEFAULT_PROFILE = PROJECT_ROOT / "profiles" / "bench" / "default.toml"
@@ -76,7 +76,9 @@ def load_bench_profile(path: Path = DEFAULT_PROFILE) -> BenchProfile:
     for section in (profile.loss_sweep, profile.repeat, profile.handshake):
         for protocol in section.protocols:
             if protocol not in timer_protocols():
-                raise HarnessError(f"{path}: unknown protocol '{protocol}' (choose from {', '.join(timer_protocols())})")
+                raise HarnessError(
+                    f"{path}: unknown protocol '{protocol}' (choose from {', '.join(timer_protocols())})"
+                )
     return profile
 
 
@@ -100,29 +102,38 @@ class BenchResult:
 
 def with_loss(base: LinkProfile, percent: float) -> LinkProfile:
     """``base`` with ``percent`` loss on each direction."""
+
     def direction(d: Direction) -> Direction:
         return d.model_copy(update={"loss_percent": percent})
-    return base.model_copy(update={"name": f"{base.name}+loss{percent:g}", "uplink": direction(base.uplink),
-                                   "downlink": direction(base.downlink)})
+
+    return base.model_copy(
+        update={
+            "name": f"{base.name}+loss{percent:g}",
+            "uplink": direction(base.uplink),
+            "downlink": direction(base.downlink),
+        }
+    )
 
 
-def _for_duration(client: ClientSide, protocol: str, resolver: Resolver, names: list[str], seconds: float,
-                  settings: TimerSettings) -> list[Timing]:
+def _for_duration(
+    client: ClientSide, protocol: str, resolver: Resolver, names: list[str], seconds: float, settings: TimerSettings
+) -> list[Timing]:
     """Feed names (cycling) to one timer that sends for ``seconds``, then answers what is in flight."""
     proc = start_timer(client, protocol, resolver, settings, duration_s=seconds)
-    assert proc.stdin is not None
+    stdin = proc.stdin
+    assert stdin is not None
 
     def feed() -> None:
         # The pipe holds far more names than the timer sends; the timer stops
         # at its own deadline and the write then fails: that is the end.
         try:
             for name in cycle(names):
-                proc.stdin.write(name + "\n")
+                stdin.write(name + "\n")
         except (BrokenPipeError, ValueError):
             pass
         finally:
             try:
-                proc.stdin.close()
+                stdin.close()
             except BrokenPipeError:
                 pass
 
@@ -149,17 +160,30 @@ def loss_sweep(place: Place, resolver: Resolver, names: list[str], cfg: LossSwee
                 got = _for_duration(client, protocol, resolver, names, cfg.seconds, settings)
                 elapsed = time.monotonic() - start
                 ok = [t.ms for t in got if t.ok and t.ms is not None]
-                rows.append({"loss_percent": loss, "protocol": protocol, "queries": len(got),
-                             "queries_per_second": round(len(ok) / elapsed, 2),
-                             "mean_latency_ms": round(statistics.fmean(ok), 3) if ok else None,
-                             "success_rate": round(len(ok) / len(got), 4) if got else None})
+                rows.append(
+                    {
+                        "loss_percent": loss,
+                        "protocol": protocol,
+                        "queries": len(got),
+                        "queries_per_second": round(len(ok) / elapsed, 2),
+                        "mean_latency_ms": round(statistics.fmean(ok), 3) if ok else None,
+                        "success_rate": round(len(ok) / len(got), 4) if got else None,
+                    }
+                )
                 timings += got
     finally:
         shaper.clear()
-    return BenchResult("loss_sweep", rows, timings, [
-        f"{cfg.base_network} with the loss on both directions; {cfg.seconds:g} s per cell, "
-        f"{cfg.concurrency} query in flight, timeout {cfg.timeout_ms} ms; queries per second counts answered queries",
-        f"resolver {resolver.name}; connections reused (idle timeout {settings.idle_timeout_ms} ms)"])
+    return BenchResult(
+        "loss_sweep",
+        rows,
+        timings,
+        [
+            f"{cfg.base_network} with the loss on both directions; {cfg.seconds:g} s per cell, "
+            f"{cfg.concurrency} query in flight, timeout {cfg.timeout_ms} ms; "
+            "queries per second counts answered queries",
+            f"resolver {resolver.name}; connections reused (idle timeout {settings.idle_timeout_ms} ms)",
+        ],
+    )
 
 
 def repeat(place: Place, resolvers: list[Resolver], cfg: Repeat) -> BenchResult:
@@ -175,15 +199,30 @@ def repeat(place: Place, resolvers: list[Resolver], cfg: Repeat) -> BenchResult:
                 warm = [t.ms for t in got[1:] if t.ok and t.ms is not None]
                 mean = statistics.fmean(warm) if warm else None
                 rsd = 100 * statistics.stdev(warm) / mean if len(warm) > 1 and mean else None
-                rows.append({"resolver": resolver.name, "protocol": protocol, "answered": len(warm),
-                             "of": cfg.queries, "first_ms": got[0].ms, "mean_ms": _r(mean),
-                             "median_ms": _r(statistics.median(warm)) if warm else None, "rsd_percent": _r(rsd, 1)})
+                rows.append(
+                    {
+                        "resolver": resolver.name,
+                        "protocol": protocol,
+                        "answered": len(warm),
+                        "of": cfg.queries,
+                        "first_ms": got[0].ms,
+                        "mean_ms": _r(mean),
+                        "median_ms": _r(statistics.median(warm)) if warm else None,
+                        "rsd_percent": _r(rsd, 1),
+                    }
+                )
                 timings += got
     finally:
         shaper.clear()
-    return BenchResult("repeat", rows, timings, [
-        f"network {cfg.network}; one connection per resolver and protocol, kept warm; "
-        "the first query (which opens it) is excluded from mean and RSD"])
+    return BenchResult(
+        "repeat",
+        rows,
+        timings,
+        [
+            f"network {cfg.network}; one connection per resolver and protocol, kept warm; "
+            "the first query (which opens it) is excluded from mean and RSD"
+        ],
+    )
 
 
 def handshake(place: Place, resolver: Resolver, cfg: Handshake) -> BenchResult:
@@ -200,20 +239,35 @@ def handshake(place: Place, resolver: Resolver, cfg: Handshake) -> BenchResult:
         rtt = statistics.median(rtts)
         for protocol in cfg.protocols:
             # A first connection warms the library (CA file, TLS contexts) and is not counted.
-            got = time_names(client, protocol, resolver, ["www.lab.test"] * (cfg.samples + 1),
-                             TimerSettings(reuse=False))[1:]
+            got = time_names(
+                client, protocol, resolver, ["www.lab.test"] * (cfg.samples + 1), TimerSettings(reuse=False)
+            )[1:]
             hs = sorted(t.handshake_us / 1000 for t in got if t.ok and t.handshake_us is not None)
             ratios = [h / rtt for h in hs]
-            rows.append({"protocol": protocol, "samples": len(hs), "rtt_ms": round(rtt, 3),
-                         "handshake_median_ms": _r(statistics.median(hs)) if hs else None,
-                         "ratio_p10": _r(_quantile(ratios, 0.1), 2), "ratio_median": _r(_quantile(ratios, 0.5), 2),
-                         "ratio_p90": _r(_quantile(ratios, 0.9), 2), "ratio_cdf": [round(r, 3) for r in ratios]})
+            rows.append(
+                {
+                    "protocol": protocol,
+                    "samples": len(hs),
+                    "rtt_ms": round(rtt, 3),
+                    "handshake_median_ms": _r(statistics.median(hs)) if hs else None,
+                    "ratio_p10": _r(_quantile(ratios, 0.1), 2),
+                    "ratio_median": _r(_quantile(ratios, 0.5), 2),
+                    "ratio_p90": _r(_quantile(ratios, 0.9), 2),
+                    "ratio_cdf": [round(r, 3) for r in ratios],
+                }
+            )
             timings += got
     finally:
         shaper.clear()
-    return BenchResult("handshake", rows, timings, [
-        f"network {cfg.network}; RTT = median of {len(rtts)} UDP probes on the same path; "
-        "handshake = TCP + TLS setup (DoT, DoH) or the QUIC handshake (DoQ, DoH3); every sample a new connection"])
+    return BenchResult(
+        "handshake",
+        rows,
+        timings,
+        [
+            f"network {cfg.network}; RTT = median of {len(rtts)} UDP probes on the same path; "
+            "handshake = TCP + TLS setup (DoT, DoH) or the QUIC handshake (DoQ, DoH3); every sample a new connection"
+        ],
+    )
 
 
 def _quantile(values: list[float], q: float) -> float | None:

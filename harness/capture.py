@@ -40,8 +40,8 @@ from harness.errors import HarnessError
 
 #: UDP ports on the namespace's loopback that the start and end markers go to (nobody listens; unlikely in a test).
 MARKER_START, MARKER_END = 47853, 47854
-SNAPLEN = 2048        # bytes kept per packet: headers and the DNS question; lengths are still read from the headers
-BUFFER_KIB = 4096     # tcpdump -B: kernel ring size
+SNAPLEN = 2048  # bytes kept per packet: headers and the DNS question; lengths are still read from the headers
+BUFFER_KIB = 4096  # tcpdump -B: kernel ring size
 MARKER_TIMEOUT = 10.0  # seconds to wait for a marker to reach the file
 
 _UDP = re.compile(r"^(\d+\.\d+) .*IP6? (\S+)\.(\d+) > (\S+)\.(\d+): (\d+)\S* (?:.*?\? (\S+) )?")
@@ -76,13 +76,29 @@ def capture(namespace: str, path: Path, bpf: list[str]) -> Iterator[Path]:
     comes, so the end marker can be waited for. ``-Z root``: Debian's tcpdump
     otherwise drops to its own user, which cannot write into private temp dirs.
     """
-    argv = ["tcpdump", "-i", "any", "-n", "--immediate-mode", "-U", "-Z", "root", "-s", str(SNAPLEN),
-            "-B", str(BUFFER_KIB), "-w", str(path), *capture_bpf(bpf)]
+    argv = [
+        "tcpdump",
+        "-i",
+        "any",
+        "-n",
+        "--immediate-mode",
+        "-U",
+        "-Z",
+        "root",
+        "-s",
+        str(SNAPLEN),
+        "-B",
+        str(BUFFER_KIB),
+        "-w",
+        str(path),
+        *capture_bpf(bpf),
+    ]
     with netns.entered(namespace):  # the socket stays in the namespace after the block
         sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        proc = subprocess.Popen(netns.command(namespace, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            netns.command(namespace, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
     except BaseException:
         sender.close()
         raise
@@ -92,7 +108,7 @@ def capture(namespace: str, path: Path, bpf: list[str]) -> Iterator[Path]:
         _wait_for_marker(proc, sender, path, MARKER_END)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=10)
-        if (lost := dropped_by_kernel(stderr)):
+        if lost := dropped_by_kernel(stderr):
             raise HarnessError(f"tcpdump lost {lost} packets in the kernel ring; the capture {path} is incomplete")
     finally:
         sender.close()
@@ -126,8 +142,9 @@ def _read(pcap: Path, check: bool = True) -> list[str]:
 
     ``check=False`` while tcpdump still writes: a half-written last packet is not an error then.
     """
-    out = subprocess.run(["tcpdump", "-r", str(pcap), "-n", "-tt"], capture_output=True, text=True, check=check,
-                         timeout=60)
+    out = subprocess.run(
+        ["tcpdump", "-r", str(pcap), "-n", "-tt"], capture_output=True, text=True, check=check, timeout=60
+    )
     return out.stdout.splitlines()
 
 
@@ -160,8 +177,8 @@ def do53_durations(lines: Iterable[str]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Exchange:
-    start: float   # first client data packet
-    end: float     # last server data packet before the client sends again
+    start: float  # first client data packet
+    end: float  # last server data packet before the client sends again
 
     @property
     def us(self) -> int:

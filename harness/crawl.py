@@ -37,7 +37,7 @@ from harness.shaping.shaper import Shaper
 from harness.store import Store
 from harness.study import LoadedStudy, check_resolvers
 from harness.timer import TimerSettings, hostnames_from_hars, time_pairs
-from harness.visit import VisitResult, Visitor
+from harness.visit import Visitor, VisitResult
 
 
 class CrawlHalted(HarnessError):
@@ -48,11 +48,11 @@ class CrawlHalted(HarnessError):
 class CrawlSummary:
     """What one run of the crawl did."""
 
-    visits: int = 0                 # recorded in this run
-    retried: int = 0                # harness failures that were retried
-    infrastructure: int = 0         # recorded as Infrastructure Failure after the retries
+    visits: int = 0  # recorded in this run
+    retried: int = 0  # harness failures that were retried
+    infrastructure: int = 0  # recorded as Infrastructure Failure after the retries
     blocks_timed: int = 0
-    stopped: bool = False           # by Ctrl-C / SIGTERM, before the plan was done
+    stopped: bool = False  # by Ctrl-C / SIGTERM, before the plan was done
     done: int = 0
     total: int = 0
     seconds: float = 0.0
@@ -66,11 +66,20 @@ class CrawlSummary:
 class Crawl:
     """One study's crawl on a place (the lab or an Internet side), into one store."""
 
-    def __init__(self, loaded: LoadedStudy, store: Store, place: Place, results_dir: Path,
-                 backend: str = "auto", console: Console | None = None):
+    def __init__(
+        self,
+        loaded: LoadedStudy,
+        store: Store,
+        place: Place,
+        results_dir: Path,
+        backend: str = "auto",
+        console: Console | None = None,
+    ):
         if loaded.study.target != place.kind:
-            raise HarnessError(f"{loaded.path}: target: the study is for the {loaded.study.target}, "
-                               f"but the crawl was given the {place.kind}")
+            raise HarnessError(
+                f"{loaded.path}: target: the study is for the {loaded.study.target}, "
+                f"but the crawl was given the {place.kind}"
+            )
         place.require_healthy()
         check_resolvers(loaded, place)
         self.loaded, self.study, self.store, self.place = loaded, loaded.study, store, place
@@ -86,24 +95,37 @@ class Crawl:
     # -- before the first visit -------------------------------------------------
 
     def prepare(self) -> int:
-        """Store the study and its plan (first run), or check the store holds this very study; returns visits planned."""
+        """Store the study and its plan (first run), or check the store holds this very study.
+
+        Returns the number of visits planned.
+        """
         config = self.loaded.record()
         existing = self.store.study_config(self.study_id)
         if existing is None:
             return self.store.add_study(self.study_id, self.study.name, self.study.seed, config, self.loaded.plan())
-        changed = sorted(k for k in set(config["study"]) | set(existing["study"])
-                         if config["study"].get(k) != existing["study"].get(k))
+        changed = sorted(
+            k
+            for k in set(config["study"]) | set(existing["study"])
+            if config["study"].get(k) != existing["study"].get(k)
+        )
         if existing.get("list") != config["list"]:
             changed.append("the site list")
         if changed:
-            raise HarnessError(f"{self.store.path} holds study '{self.study_id}' with another configuration "
-                               f"(differs in: {', '.join(changed)}); give the crawl another --store")
+            raise HarnessError(
+                f"{self.store.path} holds study '{self.study_id}' with another configuration "
+                f"(differs in: {', '.join(changed)}); give the crawl another --store"
+            )
         return self.store.progress(self.study_id)[1]
 
     def environment(self, visitor: Visitor) -> dict[str, str]:
         ns = self.place.namespaces
-        env = {**visitor.versions, "kernel": platform.release(), "python": platform.python_version(),
-               "shaping_backend": self.shaper.choose_backend(), **self.place.describe()}
+        env = {
+            **visitor.versions,
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+            "shaping_backend": self.shaper.choose_backend(),
+            **self.place.describe(),
+        }
         for role in ("client", "server"):
             if role in ns:
                 env[f"congestion_control_{role}"] = read_sysctl(ns[role], "net.ipv4.tcp_congestion_control")
@@ -117,24 +139,38 @@ class Crawl:
         summary = CrawlSummary()
         self.prepare()
         self._clean_up_after_a_kill()
-        visitor = visitor or Visitor(self.place, self.results_dir, timeout=self.study.page_load_timeout_s,
-                                     stub_idle_timeout_ms=self.study.arms.stub_idle_timeout_ms)
+        visitor = visitor or Visitor(
+            self.place,
+            self.results_dir,
+            timeout=self.study.page_load_timeout_s,
+            stub_idle_timeout_ms=self.study.arms.stub_idle_timeout_ms,
+        )
         self.store.record_environment(self.study_id, self.environment(visitor))
         first_start = self.store.started_at(self.study_id, time.time())
         done, total = self.store.progress(self.study_id)
-        self.console.print(f"study {self.study_id}: {done} of {total} visits done; "
-                           f"{estimate(self.loaded, self.store.visit_seconds(self.study_id)).summary()}")
+        self.console.print(
+            f"study {self.study_id}: {done} of {total} visits done; "
+            f"{estimate(self.loaded, self.store.visit_seconds(self.study_id)).summary()}"
+        )
         previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
         task = progress.add_task(self.study_id, total=total, completed=done)
         # Success per configuration, read once and then kept up to date: no query per visit.
         self.tally = {c: list(v) for c, v in self.store.success_by_configuration(self.study_id).items()}
         try:
-            with Live(Group(progress, self._success_table()), console=self.console, refresh_per_second=2,
-                      transient=False) as live:
+            with Live(
+                Group(progress, self._success_table()), console=self.console, refresh_per_second=2, transient=False
+            ) as live:
                 self._time_untimed_blocks(summary)
                 block: tuple[int, str] | None = None  # (block, network) of the visits running
                 while not self.stopping and (visit := self.store.next_planned(self.study_id)) is not None:
@@ -144,8 +180,10 @@ class Crawl:
                         block = (visit.block, visit.network)
                         if not self._start_block(visit, first_start, visitor):
                             break
-                    progress.update(task, description=f"{self.study_id} r{visit.round} {visit.network} "
-                                                      f"{visit.resolver}/{visit.protocol}")
+                    progress.update(
+                        task,
+                        description=f"{self.study_id} r{visit.round} {visit.network} {visit.resolver}/{visit.protocol}",
+                    )
                     if self._visit(visit, visitor, summary):
                         progress.advance(task)
                         live.update(Group(progress, self._success_table()))
@@ -184,14 +222,16 @@ class Crawl:
         """Wait for the round's start, shape the link, check it; False if stopped while waiting."""
         not_before = round_start(self.loaded, visit.round, first_start)
         if time.time() < not_before:
-            self.console.print(f"round {visit.round} starts at {time.strftime('%Y-%m-%d %H:%M', time.localtime(not_before))}")
+            self.console.print(
+                f"round {visit.round} starts at {time.strftime('%Y-%m-%d %H:%M', time.localtime(not_before))}"
+            )
             while time.time() < not_before and not self.stopping:
                 time.sleep(min(5.0, not_before - time.time()))
             if self.stopping:
                 return False
         link = self.links[visit.network]
         visitor.network = visit.network
-        for attempt in (1, 2):
+        for _attempt in (1, 2):
             self.shaper.apply(link)
             check = self._check_link(link)
             self.store.add_link_check(self.study_id, visit.block, visit.network, check)
@@ -199,13 +239,17 @@ class Crawl:
                 break
             self.shaper.clear()  # a broken link: rebuild it once from scratch
         else:
-            raise CrawlHalted(f"network {visit.network}: the link check failed twice ({check['problem']}); "
-                              "the crawl stopped with the visit still planned")
+            raise CrawlHalted(
+                f"network {visit.network}: the link check failed twice ({check['problem']}); "
+                "the crawl stopped with the visit still planned"
+            )
         missed = [k for k, ok in check.get("verdicts", {}).items() if ok is False]
         rtt = check.get("rtt_mean_ms")
-        self.console.print(f"block {visit.block}: {visit.network} ({check.get('backend')} backend)"
-                           + (f", RTT {rtt:g} ms" if rtt is not None else "")
-                           + (f"; off target: {', '.join(missed)}" if missed else ", on target"))
+        self.console.print(
+            f"block {visit.block}: {visit.network} ({check.get('backend')} backend)"
+            + (f", RTT {rtt:g} ms" if rtt is not None else "")
+            + (f"; off target: {', '.join(missed)}" if missed else ", on target")
+        )
         return True
 
     def _check_link(self, link: LinkProfile) -> dict:
@@ -214,8 +258,12 @@ class Crawl:
             s = self.study.link_check
             check = check_link(self.place, link, backend, probes=s.probes, seconds=s.seconds).to_dict()
         else:  # no echo or iperf3 peer (the Internet): the timer's RTTs are the check there
-            check = {"profile": link.name, "backend": backend, "problem": None,
-                     "note": f"{self.place.kind} side: no probe peer; only the shaping daemons are checked"}
+            check = {
+                "profile": link.name,
+                "backend": backend,
+                "problem": None,
+                "note": f"{self.place.kind} side: no probe peer; only the shaping daemons are checked",
+            }
         check["problem"] = check.get("problem") or self.shaper.problem()
         return check
 
@@ -242,13 +290,15 @@ class Crawl:
                 return False
             if attempt < retries:
                 _discard_har(result)
-                failed.append({"error_class": result.error_class, "detail": result.detail,
-                               "started_at": result.started_at})
+                failed.append(
+                    {"error_class": result.error_class, "detail": result.detail, "started_at": result.started_at}
+                )
         else:
             summary.infrastructure += 1
         record = result.to_dict()
-        record.update(round=visit.round, block=visit.block, rank=visit.site.rank, site_group=visit.site.group,
-                      retried=failed)
+        record.update(
+            round=visit.round, block=visit.block, rank=visit.site.rank, site_group=visit.site.group, retried=failed
+        )
         self.store.complete(self.study_id, visit, record, attempts=attempt)
         ok_counted = self.tally.setdefault((visit.resolver, visit.protocol), [0, 0])
         ok_counted[0] += result.error_class == "Successful"
@@ -263,8 +313,10 @@ class Crawl:
             return
         if result is not None:
             _discard_har(result)
-        raise CrawlHalted(f"{self.place.name}: daemons died ({', '.join(status.dead)}); the crawl stopped "
-                          f"with visit {visit.ordinal} still planned: bring the lab up again and resume")
+        raise CrawlHalted(
+            f"{self.place.name}: daemons died ({', '.join(status.dead)}); the crawl stopped "
+            f"with visit {visit.ordinal} still planned: bring the lab up again and resume"
+        )
 
     # -- after a block -------------------------------------------------------------------
 
@@ -290,17 +342,27 @@ class Crawl:
         settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms, concurrency=t.concurrency)
         pairs = self.study.timer_pairs
         started = time.monotonic()
-        runs = time_pairs(self.place.client_side(), self.place.resolver, pairs, names, settings, self.study.seed,
-                          pairs_key=("timer", str(block)), names_key=(str(block),), stopping=lambda: self.stopping)
+        runs = time_pairs(
+            self.place.client_side(),
+            self.place.resolver,
+            pairs,
+            names,
+            settings,
+            self.study.seed,
+            pairs_key=("timer", str(block)),
+            names_key=(str(block),),
+            stopping=lambda: self.stopping,
+        )
         if self.stopping:
             return  # the block is timed again on resume, whole
         records = [{**x.to_dict(), "network": network} for run in runs for x in run.timings]
         problems = [run.problem for run in runs if run.problem]
-        self.store.add_block_timings(self.study_id, block, network, len(names), records,
-                                     "; ".join(problems) or None)
+        self.store.add_block_timings(self.study_id, block, network, len(names), records, "; ".join(problems) or None)
         summary.blocks_timed += 1
-        self.console.print(f"block {block}: timed {len(names)} hostnames x {len(pairs)} resolver/protocol pairs "
-                           f"in {time.monotonic() - started:.0f} s" + (f"; problems: {'; '.join(problems)}" if problems else ""))
+        self.console.print(
+            f"block {block}: timed {len(names)} hostnames x {len(pairs)} resolver/protocol pairs "
+            f"in {time.monotonic() - started:.0f} s" + (f"; problems: {'; '.join(problems)}" if problems else "")
+        )
 
     def _success_table(self) -> Table:
         table = Table("configuration", "visits", "successful", box=None, pad_edge=False)

@@ -45,8 +45,12 @@ class Daemon:
         with open(self.log, "ab") as log:
             proc = subprocess.Popen(
                 netns.command(self.namespace, self.argv),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True, env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                env={**os.environ, **self.env},
             )
         self.pid = proc.pid
         # `ip netns exec` replaces itself with the program, so this pid is the daemon's.

@@ -18,8 +18,13 @@ from harness.store import Store
 from harness.study import LoadedStudy
 
 
-def crawl_on_own_lab(loaded: LoadedStudy, lab: Lab, store_path: Path, console: Console,
-                     report_checks: Callable[[list[CheckResult]], bool]) -> CrawlSummary:
+def crawl_on_own_lab(
+    loaded: LoadedStudy,
+    lab: Lab,
+    store_path: Path,
+    console: Console,
+    report_checks: Callable[[list[CheckResult]], bool],
+) -> CrawlSummary:
     """Bring the lab up (if it is not), check every service, crawl the study, and bring down what we brought up."""
     if loaded.study.target != "lab":
         raise HarnessError(f"{loaded.path}: the demo runs lab studies; this one targets the {loaded.study.target}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 
 
@@ -32,8 +31,11 @@ def require_root(action: str, capabilities: int | None = None) -> None:
     namespaces needs CAP_SYS_ADMIN, configuring them CAP_NET_ADMIN.
     """
     caps = effective_capabilities() if capabilities is None else capabilities
-    missing = [name for name, bit in (("CAP_NET_ADMIN", CAP_NET_ADMIN), ("CAP_SYS_ADMIN", CAP_SYS_ADMIN))
-               if not caps & (1 << bit)]
+    missing = [
+        name
+        for name, bit in (("CAP_NET_ADMIN", CAP_NET_ADMIN), ("CAP_SYS_ADMIN", CAP_SYS_ADMIN))
+        if not caps & (1 << bit)
+    ]
     if not missing:
         return
     raise HarnessError(

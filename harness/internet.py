@@ -33,7 +33,7 @@ from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place
 from harness.resolvers import load_resolver
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian's bundle: what Stubby and the timer trust
-DEFAULT_SUBNET = "198.19.255.248/29"                    # RFC 2544 benchmarking space: rarely routed anywhere
+DEFAULT_SUBNET = "198.19.255.248/29"  # RFC 2544 benchmarking space: rarely routed anywhere
 IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 
@@ -42,8 +42,8 @@ class InternetConfig:
     """Names and addresses of one Internet side."""
 
     prefix: str
-    interface: str                      # the host interface traffic leaves by
-    subnet: ipaddress.IPv4Network       # a /29: two point-to-point /30s
+    interface: str  # the host interface traffic leaves by
+    subnet: ipaddress.IPv4Network  # a /29: two point-to-point /30s
     namespaces: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -71,8 +71,12 @@ def internet_config(prefix: str, interface: str, subnet: str = DEFAULT_SUBNET) -
         raise HarnessError(f"subnet '{subnet}' is not an IPv4 network") from None
     if net.version != 4 or net.prefixlen != 29:
         raise HarnessError(f"subnet '{subnet}' must be an IPv4 /29")
-    return InternetConfig(prefix=prefix, interface=interface, subnet=net,
-                          namespaces={"client": f"{prefix}-client", "shaper": f"{prefix}-shaper"})
+    return InternetConfig(
+        prefix=prefix,
+        interface=interface,
+        subnet=net,
+        namespaces={"client": f"{prefix}-client", "shaper": f"{prefix}-shaper"},
+    )
 
 
 @dataclass
@@ -96,14 +100,15 @@ class InternetSide(Place):
     kind = "internet"
 
     @classmethod
-    def named(cls, prefix: str) -> "InternetSide":
+    def named(cls, prefix: str) -> InternetSide:
         """The Internet side `internet up` created under ``prefix``."""
         state = RUN_ROOT / prefix / "internet.json"
         try:
             saved = json.loads(state.read_text())
         except (OSError, ValueError):
-            raise HarnessError(f"no Internet side '{prefix}': run 'dnsstudy internet up --interface IF "
-                               f"--name {prefix}' first") from None
+            raise HarnessError(
+                f"no Internet side '{prefix}': run 'dnsstudy internet up --interface IF --name {prefix}' first"
+            ) from None
         return cls(internet_config(prefix, saved["interface"], saved["subnet"]))
 
     def __init__(self, config: InternetConfig):
@@ -131,14 +136,21 @@ class InternetSide(Place):
         return self.config.address(1)
 
     def status(self) -> InternetStatus:
-        return InternetStatus(up=self.state_file.exists(),
-                              namespaces={r: netns.exists(n) for r, n in self.config.namespaces.items()},
-                              interface=self.config.interface)
+        return InternetStatus(
+            up=self.state_file.exists(),
+            namespaces={r: netns.exists(n) for r, n in self.config.namespaces.items()},
+            interface=self.config.interface,
+        )
 
     def client_side(self) -> ClientSide:
         """The client namespace as a place for arms, browser and timer; the system CA bundle, not a lab CA."""
-        return ClientSide(namespace=self.config.namespaces["client"], run_dir=self.run_dir, ca_file=SYSTEM_CA,
-                          dead_resolver=self.gateway, browser_trusts_ca=False)
+        return ClientSide(
+            namespace=self.config.namespaces["client"],
+            run_dir=self.run_dir,
+            ca_file=SYSTEM_CA,
+            dead_resolver=self.gateway,
+            browser_trusts_ca=False,
+        )
 
     def resolver(self, name: str) -> Resolver:
         """A resolver profile (profiles/resolvers/NAME.toml), or `default`: the host's own plain-DNS resolver."""
@@ -175,8 +187,11 @@ class InternetSide(Place):
             if net.overlaps(cfg.subnet):
                 raise HarnessError(f"subnet {cfg.subnet} collides with {net} on {ifname}: choose another /29")
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)  # shaping daemons log here
-        self.state_file.write_text(json.dumps({"interface": cfg.interface, "subnet": str(cfg.subnet),
-                                               "ip_forward": IP_FORWARD.read_text().strip()}))
+        self.state_file.write_text(
+            json.dumps(
+                {"interface": cfg.interface, "subnet": str(cfg.subnet), "ip_forward": IP_FORWARD.read_text().strip()}
+            )
+        )
         try:
             self._build()
         except BaseException:
@@ -192,11 +207,13 @@ class InternetSide(Place):
         with IPRoute(netns=ns["client"]) as ipr:
             ipr.link("add", ifname=CLIENT_IF, kind="veth", peer={"ifname": SHAPER_CLIENT_IF, "net_ns_fd": ns["shaper"]})
         with IPRoute() as ipr:
-            ipr.link("add", ifname=cfg.host_if, kind="veth", peer={"ifname": SHAPER_SERVER_IF, "net_ns_fd": ns["shaper"]})
+            ipr.link(
+                "add", ifname=cfg.host_if, kind="veth", peer={"ifname": SHAPER_SERVER_IF, "net_ns_fd": ns["shaper"]}
+            )
         _configure(ns["client"], CLIENT_IF, a(2), 30, default_via=a(1))
         _configure(ns["shaper"], SHAPER_CLIENT_IF, a(1), 30)
         _configure(ns["shaper"], SHAPER_SERVER_IF, a(6), 30, default_via=a(5))
-        _configure(None, cfg.host_if, a(5), 30, routes=[(f"{a(0)}/30", a(6))])
+        _configure(None, cfg.host_if, a(5), 30, routes=((f"{a(0)}/30", a(6)),))
         netns.set_sysctl(ns["shaper"], "net.ipv4.ip_forward", "1")
         IP_FORWARD.write_text("1\n")
         rules = f"""table ip {cfg.nat_table} {{
@@ -243,8 +260,14 @@ class InternetSide(Place):
         return removed
 
 
-def _configure(ns: str | None, ifname: str, address: str, prefixlen: int, default_via: str | None = None,
-               routes: list[tuple[str, str]] = ()) -> None:
+def _configure(
+    ns: str | None,
+    ifname: str,
+    address: str,
+    prefixlen: int,
+    default_via: str | None = None,
+    routes: tuple[tuple[str, str], ...] = (),
+) -> None:
     with IPRoute(netns=ns) if ns else IPRoute() as ipr:
         index = ipr.link_lookup(ifname=ifname)[0]
         ipr.addr("add", index=index, address=address, prefixlen=prefixlen)

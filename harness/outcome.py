@@ -10,11 +10,11 @@ the record but never searched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from urllib.parse import parse_qs, urlsplit
 
 
-class ErrorClass(str, Enum):
+class ErrorClass(StrEnum):
     SUCCESSFUL = "Successful"
     PAGE_LOAD_TIMEOUT = "Page-load Timeout"
     DNS_ERROR = "DNS Error"
@@ -31,8 +31,8 @@ PAPER_2019_INVALID_HAR = "Invalid HAR"
 
 @dataclass(frozen=True)
 class ErrorPage:
-    kind: str   # "neterror" or "certerror"
-    code: str   # e.g. dnsNotFound, connectionFailure, nssBadCert
+    kind: str  # "neterror" or "certerror"
+    code: str  # e.g. dnsNotFound, connectionFailure, nssBadCert
 
 
 def error_page(document_uri: str | None) -> ErrorPage | None:
@@ -51,11 +51,11 @@ def error_page(document_uri: str | None) -> ErrorPage | None:
 class Signals:
     """What a visit observed, as structured values."""
 
-    exception: str | None          # Selenium exception class name
+    exception: str | None  # Selenium exception class name
     document_uri: str | None
     on_load_ms: float | None
-    driver_failure: str | None     # "start: ...", "navigate: ...", "watchdog: ..."
-    arm_problem: str | None        # e.g. the stub was not running
+    driver_failure: str | None  # "start: ...", "navigate: ...", "watchdog: ..."
+    arm_problem: str | None  # e.g. the stub was not running
     proof_valid: bool
     proof_reason: str
     har_problem: str | None
@@ -65,8 +65,8 @@ class Signals:
 @dataclass(frozen=True)
 class Outcome:
     error_class: ErrorClass
-    detail: str                    # e.g. dnsNotFound, nssBadCert, TimeoutException, arm-proof
-    page_class: ErrorClass         # what the page alone showed, before harness checks
+    detail: str  # e.g. dnsNotFound, nssBadCert, TimeoutException, arm-proof
+    page_class: ErrorClass  # what the page alone showed, before harness checks
     paper_2019: str
 
     @property
@@ -113,8 +113,12 @@ def classify(signals: Signals) -> Outcome:
 
 def paper_2019_class(cls: ErrorClass, detail: str, page_class: ErrorClass, har_problem: str | None) -> str:
     """The reference study's class for the same visit."""
-    if page_class is ErrorClass.SUCCESSFUL and har_problem and cls is ErrorClass.INFRASTRUCTURE \
-            and detail.startswith("har: "):
+    if (
+        page_class is ErrorClass.SUCCESSFUL
+        and har_problem
+        and cls is ErrorClass.INFRASTRUCTURE
+        and detail.startswith("har: ")
+    ):
         return PAPER_2019_INVALID_HAR
     if cls is ErrorClass.OTHER_ERROR and detail == "connectionFailure":
         return ErrorClass.DNS_ERROR.value

@@ -24,9 +24,9 @@ from harness.errors import HarnessError
 
 # Interface names, the same in every place: they live inside the place's namespaces,
 # so two places never collide on them.
-CLIENT_IF = "c0"          # the client's end of the client-shaper link
-SHAPER_CLIENT_IF = "sc"   # the shaper's end towards the client: downlink egress
-SHAPER_SERVER_IF = "ss"   # the shaper's end towards the servers or the uplink: uplink egress
+CLIENT_IF = "c0"  # the client's end of the client-shaper link
+SHAPER_CLIENT_IF = "sc"  # the shaper's end towards the client: downlink egress
+SHAPER_SERVER_IF = "ss"  # the shaper's end towards the servers or the uplink: uplink egress
 
 PlaceKind = Literal["lab", "internet"]
 
@@ -56,9 +56,9 @@ class ProbePeer:
 class Place(ABC):
     """Where visits, timers and shaping run."""
 
-    kind: ClassVar[PlaceKind]   # which studies run here (a study's `target`)
-    name: str                   # the prefix of its namespaces
-    run_dir: Path               # run-time state: shaping, stubs, visit work directories
+    kind: ClassVar[PlaceKind]  # which studies run here (a study's `target`)
+    name: str  # the prefix of its namespaces
+    run_dir: Path  # run-time state: shaping, stubs, visit work directories
 
     @property
     @abstractmethod

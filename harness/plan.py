@@ -20,9 +20,9 @@ from harness.sitelist import Site
 class PlannedVisit:
     """One visit to run: its place in the plan and its configuration."""
 
-    ordinal: int    # position in the plan: visits run in this order
+    ordinal: int  # position in the plan: visits run in this order
     round: int
-    block: int      # consecutive visits on one network share a block
+    block: int  # consecutive visits on one network share a block
     network: str
     site: Site
     resolver: str
@@ -38,8 +38,9 @@ def _rng(seed: int, *key: object) -> random.Random:
     return random.Random("/".join(map(str, (seed, *key))))
 
 
-def make_plan(sites: Sequence[Site], rounds: int, networks: Sequence[str],
-              configurations: Sequence[tuple[str, str]], seed: int) -> Iterator[PlannedVisit]:
+def make_plan(
+    sites: Sequence[Site], rounds: int, networks: Sequence[str], configurations: Sequence[tuple[str, str]], seed: int
+) -> Iterator[PlannedVisit]:
     """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice).
 
     ``configurations`` are the (resolver, protocol) pairs each site is visited with.

@@ -115,6 +115,9 @@ def load_profile(path: Path, model: type[Model]) -> Model:
             message = "unknown key"
         value = first.get("input")
         # A whole table as "the value" would drown the message: name its key instead.
-        shown = "" if first["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, list)) \
+        shown = (
+            ""
+            if first["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, list))
             else f" (got {value!r})"
+        )
         raise HarnessError(f"{where}: {key}: {message}{shown}") from exc

@@ -11,7 +11,7 @@ or `register_timer`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -27,11 +27,11 @@ Carrier = Literal["udp", "tcp", "udp+tcp"]
 class Protocol:
     """One DNS transport between a client and a resolver."""
 
-    name: str              # as studies, the store and the CLI spell it
-    rank: int              # order in tables and figures (lower first)
-    port: int              # the standard port on the resolver (RFC 7858, 8484, 9250)
-    carrier: Carrier       # what carries it on that port
-    encrypted: bool        # False: plain DNS, the only thing an arbitrary host resolver offers
+    name: str  # as studies, the store and the CLI spell it
+    rank: int  # order in tables and figures (lower first)
+    port: int  # the standard port on the resolver (RFC 7858, 8484, 9250)
+    carrier: Carrier  # what carries it on that port
+    encrypted: bool  # False: plain DNS, the only thing an arbitrary host resolver offers
     web_port: bool = False  # its port also carries page loads, so traffic to other hosts there proves nothing
 
     @property
@@ -82,8 +82,9 @@ def register_timer(protocol: Protocol, build_argv: Callable[..., list[str]]) -> 
 
 def unregister(name: str) -> None:
     """Remove a protocol and its arm and timer (for tests that register a dummy)."""
-    for table in (_PROTOCOLS, _ARMS, _TIMERS):
-        table.pop(name, None)  # type: ignore[attr-defined]
+    _PROTOCOLS.pop(name, None)
+    _ARMS.pop(name, None)
+    _TIMERS.pop(name, None)
 
 
 def _load() -> None:
@@ -130,8 +131,9 @@ def arm_class(name: str) -> type[DnsArm]:
     try:
         return _ARMS[name]
     except KeyError:
-        raise HarnessError(f"unknown protocol '{name}' for a visit: choose one of {', '.join(browser_protocols())}") \
-            from None
+        raise HarnessError(
+            f"unknown protocol '{name}' for a visit: choose one of {', '.join(browser_protocols())}"
+        ) from None
 
 
 def timer_program(name: str) -> Callable[..., list[str]]:
@@ -140,19 +142,3 @@ def timer_program(name: str) -> Callable[..., list[str]]:
         return _TIMERS[name]
     except KeyError:
         raise HarnessError(f"unknown protocol '{name}' (choose from {', '.join(timer_protocols())})") from None
-
-
-class Names(Sequence[str]):
-    """A live view of a registry list (e.g. for CLI choices built before a test registers a dummy)."""
-
-    def __init__(self, source: Callable[[], list[str]]):
-        self.source = source
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self.source()[index]
-
-    def __len__(self) -> int:
-        return len(self.source())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.source())

@@ -57,8 +57,10 @@ def host_resolver(resolv_conf: Path = HOST_RESOLV_CONF) -> Resolver:
     if not servers:
         raise HarnessError(f"{resolv_conf}: no 'nameserver' line, so there is no host resolver to use")
     if ipaddress.ip_address(servers[0]).is_loopback:
-        raise HarnessError(f"{resolv_conf}: the host's resolver {servers[0]} is on loopback, which the client "
-                           "namespace cannot reach; choose a resolver profile instead")
+        raise HarnessError(
+            f"{resolv_conf}: the host's resolver {servers[0]} is on loopback, which the client "
+            "namespace cannot reach; choose a resolver profile instead"
+        )
     return Resolver(name="default", address=servers[0], tls_name="", doh_uri="")
 
 
@@ -70,5 +72,6 @@ def load_resolver(name: str) -> Resolver:
     if not path.exists():
         raise HarnessError(f"no resolver profile '{name}' (have: {', '.join(available_resolvers())})")
     p = load_profile(path, ResolverProfile)
-    return Resolver(name=name, address=p.address, tls_name=p.tls_name, doh_uri=p.doh_uri, doq_port=p.doq_port,
-                    doh3_uri=p.doh3_uri)
+    return Resolver(
+        name=name, address=p.address, tls_name=p.tls_name, doh_uri=p.doh_uri, doq_port=p.doq_port, doh3_uri=p.doh3_uri
+    )

@@ -24,11 +24,11 @@ class Estimate:
     """How long the plan takes, from measured visit times."""
 
     visits: int
-    seconds_per_visit: dict[str, float]    # median wall time per network, where measured
-    unmeasured: list[str]                  # networks with no measured visit yet
-    round_s: float | None                  # one round, visits plus each block's link check (not the timer's run)
+    seconds_per_visit: dict[str, float]  # median wall time per network, where measured
+    unmeasured: list[str]  # networks with no measured visit yet
+    round_s: float | None  # one round, visits plus each block's link check (not the timer's run)
     total_s: float | None
-    budget_s: float | None                 # the study's duration, if it has one
+    budget_s: float | None  # the study's duration, if it has one
 
     @property
     def fits(self) -> bool | None:
@@ -39,9 +39,13 @@ class Estimate:
 
     def summary(self) -> str:
         if self.total_s is None:
-            return (f"{self.visits} visits; no measured visit time yet for {', '.join(self.unmeasured)}: "
-                    "the fit is estimated after the first block")
-        text = f"{self.visits} visits, about {_human(self.total_s)} of visits and link checks at the measured visit times"
+            return (
+                f"{self.visits} visits; no measured visit time yet for {', '.join(self.unmeasured)}: "
+                "the fit is estimated after the first block"
+            )
+        text = (
+            f"{self.visits} visits, about {_human(self.total_s)} of visits and link checks at the measured visit times"
+        )
         if self.budget_s is not None:
             verdict = "fits" if self.fits else "does NOT fit"
             text += f"; {verdict} in the study's {_human(self.budget_s)}"
@@ -57,8 +61,14 @@ def estimate(loaded: LoadedStudy, measured: dict[str, list[float]]) -> Estimate:
     check_s = s.link_check.probes * 0.01 + 2 * s.link_check.seconds + 2  # probe train, iperf3 both ways, set-up
     round_s = None if missing else sum(per_network * medians[n] + check_s for n in s.networks)
     budget = s.duration_days * DAY_S if s.duration_days else None
-    return Estimate(visits=loaded.visit_count, seconds_per_visit=medians, unmeasured=missing, round_s=round_s,
-                    total_s=None if round_s is None else round_s * s.rounds, budget_s=budget)
+    return Estimate(
+        visits=loaded.visit_count,
+        seconds_per_visit=medians,
+        unmeasured=missing,
+        round_s=round_s,
+        total_s=None if round_s is None else round_s * s.rounds,
+        budget_s=budget,
+    )
 
 
 def round_start(loaded: LoadedStudy, round_: int, started_at: float) -> float:

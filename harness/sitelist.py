@@ -40,7 +40,7 @@ class RankedList:
 
     source: str
     list_id: str | None
-    ranks: dict[int, str]                      # rank -> domain
+    ranks: dict[int, str]  # rank -> domain
     converted_idns: list[str] = field(default_factory=list)
 
     def select(self, first: int, last: int, group: str) -> list[Site]:
@@ -166,14 +166,17 @@ def fetch_tranco(list_id: str, cache_dir: Path) -> Path:
         return cached
     cache_dir.mkdir(parents=True, exist_ok=True)
     import requests
+
     import tranco
 
     try:
-        tranco.Tranco(cache=True, cache_dir=str(cache_dir)).list(list_id=list_id, full=True)
+        tranco.Tranco(cache=True, cache_dir=str(cache_dir)).list(list_id=list_id, full=True)  # type: ignore[attr-defined]
     except (requests.RequestException, AttributeError, OSError, ValueError) as exc:
         cached.unlink(missing_ok=True)  # never leave half a list to be mistaken for the whole
-        raise HarnessError(f"cannot download Tranco list {list_id} ({type(exc).__name__}); offline, put its CSV at "
-                           f"{cached} or name the file with sites.list") from None
+        raise HarnessError(
+            f"cannot download Tranco list {list_id} ({type(exc).__name__}); offline, put its CSV at "
+            f"{cached} or name the file with sites.list"
+        ) from None
     if not cached.exists():
         raise HarnessError(f"the tranco package did not produce {cached}")
     return cached

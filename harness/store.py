@@ -131,8 +131,10 @@ class Store:
     def add_study(self, study_id: str, name: str, seed: int, config: dict, plan: Iterable[PlannedVisit] = ()) -> int:
         """Write a study and its whole plan in one transaction; returns how many visits were planned."""
         with self._transaction():
-            self.db.execute("INSERT INTO studies (study_id, name, seed, config) VALUES (?, ?, ?, ?)",
-                            (study_id, name, seed, json.dumps(config, sort_keys=True)))
+            self.db.execute(
+                "INSERT INTO studies (study_id, name, seed, config) VALUES (?, ?, ?, ?)",
+                (study_id, name, seed, json.dumps(config, sort_keys=True)),
+            )
             return self._insert_plan(study_id, plan)
 
     def add_plan(self, study_id: str, plan: Iterable[PlannedVisit]) -> int:
@@ -141,23 +143,40 @@ class Store:
             return self._insert_plan(study_id, plan)
 
     def _insert_plan(self, study_id: str, plan: Iterable[PlannedVisit]) -> int:
-        rows = ((v.ordinal, study_id, v.round, v.block, v.network, v.site.rank, v.site.domain, v.site.group,
-                 v.resolver, v.protocol) for v in plan)
+        rows = (
+            (
+                v.ordinal,
+                study_id,
+                v.round,
+                v.block,
+                v.network,
+                v.site.rank,
+                v.site.domain,
+                v.site.group,
+                v.resolver,
+                v.protocol,
+            )
+            for v in plan
+        )
         before = self.db.total_changes
         self.db.executemany(f"INSERT INTO visits ({_PLAN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
         return self.db.total_changes - before
 
     def record_environment(self, study_id: str, values: dict[str, str]) -> None:
         with self._transaction():
-            self.db.executemany("INSERT OR IGNORE INTO environment (study_id, key, value) VALUES (?, ?, ?)",
-                                [(study_id, k, str(v)) for k, v in values.items()])
+            self.db.executemany(
+                "INSERT OR IGNORE INTO environment (study_id, key, value) VALUES (?, ?, ?)",
+                [(study_id, k, str(v)) for k, v in values.items()],
+            )
 
     # -- the crawl's progress ---------------------------------------------------
 
     def next_planned(self, study_id: str) -> PlannedVisit | None:
         """The first visit not yet done, in plan order."""
-        row = self.db.execute(f"SELECT {_PLAN_COLUMNS} FROM visits WHERE study_id = ? AND status = 'planned' "
-                              "ORDER BY ordinal LIMIT 1", (study_id,)).fetchone()
+        row = self.db.execute(
+            f"SELECT {_PLAN_COLUMNS} FROM visits WHERE study_id = ? AND status = 'planned' ORDER BY ordinal LIMIT 1",
+            (study_id,),
+        ).fetchone()
         if row is None:
             return None
         ordinal, _, round_, block, network, rank, site, group, resolver, protocol = row
@@ -173,9 +192,21 @@ class Store:
                 "UPDATE visits SET status = 'done', attempts = ?, visit_id = ?, started_at = ?, error_class = ?, "
                 "detail = ?, paper_2019 = ?, counted = ?, on_load_ms = ?, har_path = ?, record = ? "
                 "WHERE study_id = ? AND ordinal = ? AND status = 'planned'",
-                (attempts, record["visit_id"], record["started_at"], record["error_class"], record["detail"],
-                 record["paper_2019"], int(record["counted"]), record["on_load_ms"], har,
-                 json.dumps(record), study_id, visit.ordinal))
+                (
+                    attempts,
+                    record["visit_id"],
+                    record["started_at"],
+                    record["error_class"],
+                    record["detail"],
+                    record["paper_2019"],
+                    int(record["counted"]),
+                    record["on_load_ms"],
+                    har,
+                    json.dumps(record),
+                    study_id,
+                    visit.ordinal,
+                ),
+            )
             if done.rowcount != 1:
                 raise HarnessError(f"visit {visit.ordinal} of study {study_id} is not planned: it was done before")
 
@@ -186,51 +217,96 @@ class Store:
     def started_at(self, study_id: str, now: float) -> float:
         """When the crawl first started (``now`` if this is its first start)."""
         with self._transaction():
-            self.db.execute("UPDATE studies SET started_at = ? WHERE study_id = ? AND started_at IS NULL",
-                            (now, study_id))
+            self.db.execute(
+                "UPDATE studies SET started_at = ? WHERE study_id = ? AND started_at IS NULL", (now, study_id)
+            )
             return self.db.execute("SELECT started_at FROM studies WHERE study_id = ?", (study_id,)).fetchone()[0]
 
     def add_link_check(self, study_id: str, block: int, network: str, check: dict) -> None:
         with self._transaction():
-            self.db.execute("INSERT INTO link_checks (study_id, block, network, backend, problem, record) "
-                            "VALUES (?, ?, ?, ?, ?, ?)",
-                            (study_id, block, network, check.get("backend"), check.get("problem"), json.dumps(check)))
+            self.db.execute(
+                "INSERT INTO link_checks (study_id, block, network, backend, problem, record) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (study_id, block, network, check.get("backend"), check.get("problem"), json.dumps(check)),
+            )
 
     def block_timed(self, study_id: str, block: int) -> bool:
-        return self.db.execute("SELECT 1 FROM blocks WHERE study_id = ? AND block = ?",
-                               (study_id, block)).fetchone() is not None
+        return (
+            self.db.execute("SELECT 1 FROM blocks WHERE study_id = ? AND block = ?", (study_id, block)).fetchone()
+            is not None
+        )
 
     def untimed_blocks(self, study_id: str) -> list[tuple[int, str]]:
         """(block, network) of blocks whose visits are all done but whose timer run is not stored."""
         return self.db.execute(
             "SELECT block, MIN(network) FROM visits WHERE study_id = ? GROUP BY block "
             "HAVING SUM(status = 'planned') = 0 AND block NOT IN (SELECT block FROM blocks WHERE study_id = ?) "
-            "ORDER BY block", (study_id, study_id)).fetchall()
+            "ORDER BY block",
+            (study_id, study_id),
+        ).fetchall()
 
     def block_hars(self, study_id: str, block: int) -> list[str]:
-        return [r[0] for r in self.db.execute(
-            "SELECT har_path FROM visits WHERE study_id = ? AND block = ? AND har_path IS NOT NULL ORDER BY ordinal",
-            (study_id, block))]
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT har_path FROM visits WHERE study_id = ? AND block = ? AND har_path IS NOT NULL "
+                "ORDER BY ordinal",
+                (study_id, block),
+            )
+        ]
 
-    def add_block_timings(self, study_id: str, block: int, network: str, hostnames: int, timings: Iterable[dict],
-                          problem: str | None = None) -> None:
+    def add_block_timings(
+        self,
+        study_id: str,
+        block: int,
+        network: str,
+        hostnames: int,
+        timings: Iterable[dict],
+        problem: str | None = None,
+    ) -> None:
         """A block's timer records and the mark that the block is timed, in one transaction."""
-        rows = [(study_id, block, network, t["resolver"], t["protocol"], t["name"], t["type"], t["start"],
-                 t.get("duration_us"), int(bool(t.get("new_connection"))), t.get("tcp_setup_us"),
-                 t.get("tls_setup_us"), t.get("rcode"), t.get("answers"), t["status"], t.get("transport"),
-                 t.get("error"), json.dumps(t)) for t in timings]
+        rows = [
+            (
+                study_id,
+                block,
+                network,
+                t["resolver"],
+                t["protocol"],
+                t["name"],
+                t["type"],
+                t["start"],
+                t.get("duration_us"),
+                int(bool(t.get("new_connection"))),
+                t.get("tcp_setup_us"),
+                t.get("tls_setup_us"),
+                t.get("rcode"),
+                t.get("answers"),
+                t["status"],
+                t.get("transport"),
+                t.get("error"),
+                json.dumps(t),
+            )
+            for t in timings
+        ]
         with self._transaction():
-            self.db.executemany("INSERT INTO timings (study_id, block, network, resolver, protocol, name, type, start, "
-                                "duration_us, new_connection, tcp_setup_us, tls_setup_us, rcode, answers, status, "
-                                "transport, error, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-            self.db.execute("INSERT INTO blocks (study_id, block, network, hostnames, timer_problem) "
-                            "VALUES (?, ?, ?, ?, ?)", (study_id, block, network, hostnames, problem))
+            self.db.executemany(
+                "INSERT INTO timings (study_id, block, network, resolver, protocol, name, type, start, "
+                "duration_us, new_connection, tcp_setup_us, tls_setup_us, rcode, answers, status, "
+                "transport, error, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+            self.db.execute(
+                "INSERT INTO blocks (study_id, block, network, hostnames, timer_problem) VALUES (?, ?, ?, ?, ?)",
+                (study_id, block, network, hostnames, problem),
+            )
 
     def visit_seconds(self, study_id: str | None = None) -> dict[str, list[float]]:
         """Wall time of every done visit, per network (from this study, or from every study in the store)."""
         rows = self.db.execute(
             "SELECT network, json_extract(record, '$.wall_s') FROM visits WHERE status = 'done' "
-            "AND (? IS NULL OR study_id = ?)", (study_id, study_id))
+            "AND (? IS NULL OR study_id = ?)",
+            (study_id, study_id),
+        )
         times: dict[str, list[float]] = {}
         for network, wall in rows:
             if wall is not None:
@@ -241,13 +317,16 @@ class Store:
         """(successful, counted) visits per (resolver, protocol) so far."""
         rows = self.db.execute(
             "SELECT resolver, protocol, SUM(error_class = 'Successful'), SUM(counted) FROM visits "
-            "WHERE study_id = ? AND status = 'done' GROUP BY resolver, protocol", (study_id,))
+            "WHERE study_id = ? AND status = 'done' GROUP BY resolver, protocol",
+            (study_id,),
+        )
         return {(r, p): (ok or 0, n or 0) for r, p, ok, n in rows}
 
     def progress(self, study_id: str) -> tuple[int, int]:
         """(visits done, visits planned in all)."""
-        done, total = self.db.execute("SELECT SUM(status = 'done'), COUNT(*) FROM visits WHERE study_id = ?",
-                                      (study_id,)).fetchone()
+        done, total = self.db.execute(
+            "SELECT SUM(status = 'done'), COUNT(*) FROM visits WHERE study_id = ?", (study_id,)
+        ).fetchone()
         return done or 0, total
 
     def referenced_hars(self) -> set[str]:

@@ -53,7 +53,7 @@ class Selection(BaseModel):
     model_config = ConfigDict(extra="forbid")
     group: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
     ranks: tuple[int, int]
-    every: int = Field(default=1, ge=1)   # take every n-th rank: a sample spread over the range
+    every: int = Field(default=1, ge=1)  # take every n-th rank: a sample spread over the range
 
     @field_validator("ranks")
     @classmethod
@@ -68,13 +68,13 @@ class SiteSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     list_file: str | None = Field(default=None, alias="list")  # a Tranco-format CSV, or the zip Tranco serves
-    tranco_id: str | None = None          # downloaded with the tranco package and cached
-    list_id: str | None = None            # the list's Tranco ID, if the file name does not carry it
-    list_date: str | None = None          # the day the list was published, for the record
+    tranco_id: str | None = None  # downloaded with the tranco package and cached
+    list_id: str | None = None  # the list's Tranco ID, if the file name does not carry it
+    list_date: str | None = None  # the day the list was published, for the record
     select: list[Selection] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _one_source(self) -> "SiteSource":
+    def _one_source(self) -> SiteSource:
         if (self.list_file is None) == (self.tranco_id is None):
             raise ValueError("give exactly one of 'list' (a file) and 'tranco_id'")
         return self
@@ -85,7 +85,7 @@ class LinkCheckSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     probes: int = Field(default=200, ge=200)
-    seconds: float = Field(default=2.0, gt=0, le=60)   # iperf3 time per direction
+    seconds: float = Field(default=2.0, gt=0, le=60)  # iperf3 time per direction
 
 
 class TimerStudySettings(BaseModel):
@@ -96,7 +96,7 @@ class TimerStudySettings(BaseModel):
     protocols: list[TimerProtocol] | None = None  # default: the study's
     timeout_ms: int = Field(default=5000, ge=1)
     idle_timeout_ms: int = Field(default=10000, ge=0)
-    concurrency: int = Field(default=1, ge=1, le=64)   # queries in flight; each is still timed on its own
+    concurrency: int = Field(default=1, ge=1, le=64)  # queries in flight; each is still timed on its own
 
     @field_validator("protocols")
     @classmethod
@@ -118,9 +118,9 @@ class Study(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     description: str = Field(min_length=1)
-    source: str = ""                       # where the design comes from, if it reproduces one
+    source: str = ""  # where the design comes from, if it reproduces one
     target: Literal["lab", "internet"]
-    lab_profile: str | None = None         # lab studies: the lab they run against (default: profiles/lab/default.toml)
+    lab_profile: str | None = None  # lab studies: the lab they run against (default: profiles/lab/default.toml)
     seed: int
     rounds: int = Field(ge=1)
     duration_days: float | None = Field(default=None, gt=0)  # spread the rounds over this long
@@ -175,7 +175,9 @@ class Study(BaseModel):
     @property
     def timer_pairs(self) -> list[tuple[str, str]]:
         """(resolver, protocol) pairs the timer runs after each block."""
-        return [(r, p) for r in self.resolvers for p in (self.timer.protocols or self.protocols) if p in protocols_of(r)]
+        return [
+            (r, p) for r in self.resolvers for p in (self.timer.protocols or self.protocols) if p in protocols_of(r)
+        ]
 
 
 def _distinct(value: list[str]) -> list[str]:
@@ -208,10 +210,17 @@ class LoadedStudy:
 
     def record(self) -> dict:
         """What the store keeps as the study's configuration: the file, and the list it resolved to."""
-        return {"study": self.study.model_dump(mode="json", by_alias=True), "file": str(self.path),
-                "list": {"source": self.site_list.source, "list_id": self.site_list.list_id,
-                         "list_date": self.study.sites.list_date, "sites": len(self.sites),
-                         "converted_idns": self.site_list.converted_idns}}
+        return {
+            "study": self.study.model_dump(mode="json", by_alias=True),
+            "file": str(self.path),
+            "list": {
+                "source": self.site_list.source,
+                "list_id": self.site_list.list_id,
+                "list_date": self.study.sites.list_date,
+                "sites": len(self.sites),
+                "converted_idns": self.site_list.converted_idns,
+            },
+        }
 
 
 def study_path(name_or_path: str) -> Path:
@@ -243,19 +252,23 @@ def load_study(name_or_path: str, tranco_cache: Path = TRANCO_CACHE) -> LoadedSt
             raise fail(("sites", "list"), f"no such file: {list_file}")
         ranked = load_tranco(list_file, source.list_id)
     else:
+        assert source.tranco_id is not None  # SiteSource demands exactly one of the two
         ranked = load_tranco(fetch_tranco(source.tranco_id, tranco_cache), source.tranco_id)
     sites: list[Site] = []
     taken: dict[int, int] = {}
     for index, selection in enumerate(source.select):
         first, last = selection.ranks
-        chosen = ranked.select(first, last, selection.group)[::selection.every]
+        chosen = ranked.select(first, last, selection.group)[:: selection.every]
         if not chosen:
-            raise fail(("sites", "select", index, "ranks"),
-                       f"the list {ranked.source} has no site ranked {first}-{last}")
+            raise fail(
+                ("sites", "select", index, "ranks"), f"the list {ranked.source} has no site ranked {first}-{last}"
+            )
         for site in chosen:
             if site.rank in taken:
-                raise fail(("sites", "select", index, "ranks"),
-                           f"rank {site.rank} is also in selection {taken[site.rank]}: selections must not overlap")
+                raise fail(
+                    ("sites", "select", index, "ranks"),
+                    f"rank {site.rank} is also in selection {taken[site.rank]}: selections must not overlap",
+                )
             taken[site.rank] = index
         sites += chosen
     return LoadedStudy(path=path, study=study, sites=sites, site_list=ranked)
@@ -270,6 +283,7 @@ def check_resolvers(loaded: LoadedStudy, place: Place) -> None:
     for name in loaded.study.resolvers:
         if name not in have:
             number = line_of(text, ("resolvers",))
-            raise HarnessError(f"{loaded.path}:{number}: resolvers: the {place.kind} has no resolver '{name}' "
-                               f"(it has: {', '.join(have)})")
-
+            raise HarnessError(
+                f"{loaded.path}:{number}: resolvers: the {place.kind} has no resolver '{name}' "
+                f"(it has: {', '.join(have)})"
+            )

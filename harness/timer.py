@@ -23,7 +23,7 @@ from harness import netns
 from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
-from harness.protocols import DO53, DOH, DOH3, DOQ, DOT, register_timer, timer_program, timer_protocols
+from harness.protocols import DO53, DOH, DOH3, DOQ, DOT, register_timer, timer_program
 
 BIN = PROJECT_ROOT / "build" / "bin"
 
@@ -32,12 +32,12 @@ BIN = PROJECT_ROOT / "build" / "bin"
 class TimerSettings:
     """How queries are sent; every record carries these back."""
 
-    timeout_ms: int = 5000         # per query; a query that runs out is a `timeout` record
-    idle_timeout_ms: int = 10000   # keep an idle connection this long (Stubby's default)
-    concurrency: int = 1           # queries in flight at most
-    interval_ms: float = 0.0       # pacing: at least this long between two sends
-    reuse: bool = True             # False: every query opens its own connection
-    nagle: bool = False            # True: leave Nagle on in getdns (Stubby's behaviour)
+    timeout_ms: int = 5000  # per query; a query that runs out is a `timeout` record
+    idle_timeout_ms: int = 10000  # keep an idle connection this long (Stubby's default)
+    concurrency: int = 1  # queries in flight at most
+    interval_ms: float = 0.0  # pacing: at least this long between two sends
+    reuse: bool = True  # False: every query opens its own connection
+    nagle: bool = False  # True: leave Nagle on in getdns (Stubby's behaviour)
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,15 @@ class Timing:
     protocol: str
     resolver: str
     server: str
-    start: float                    # wall clock, seconds since the epoch
-    duration_us: int | None         # CLOCK_MONOTONIC; None when nothing was sent
+    start: float  # wall clock, seconds since the epoch
+    duration_us: int | None  # CLOCK_MONOTONIC; None when nothing was sent
     new_connection: bool
     tcp_setup_us: int | None
-    tls_setup_us: int | None        # TLS handshake; for QUIC the whole handshake
+    tls_setup_us: int | None  # TLS handshake; for QUIC the whole handshake
     rcode: int | None
     answers: int | None
-    status: str                     # ok | timeout | error | invalid
-    transport: str | None           # udp, tcp, tls, h2, quic, h3
+    status: str  # ok | timeout | error | invalid
+    transport: str | None  # udp, tcp, tls, h2, quic, h3
     error: str | None
     concurrency: int
     interval_ms: float
@@ -84,7 +84,7 @@ class Timing:
         return self.tls_setup_us + (self.tcp_setup_us or 0)
 
     @classmethod
-    def from_json(cls, line: str) -> "Timing":
+    def from_json(cls, line: str) -> Timing:
         data = json.loads(line)
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
@@ -106,8 +106,18 @@ def _dnstimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings
 
 
 def _quictimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings) -> list[str]:
-    argv = [str(BIN / "quictimer"), "--protocol", protocol, "--server", resolver.address,
-            "--tls-name", resolver.tls_name, "--ca-file", str(ca_file), f"--reuse={str(s.reuse).lower()}"]
+    argv = [
+        str(BIN / "quictimer"),
+        "--protocol",
+        protocol,
+        "--server",
+        resolver.address,
+        "--tls-name",
+        resolver.tls_name,
+        "--ca-file",
+        str(ca_file),
+        f"--reuse={str(s.reuse).lower()}",
+    ]
     if protocol == DOQ.name:
         if resolver.doq_port is None:
             raise HarnessError(f"resolver '{resolver.name}' serves no DoQ")
@@ -132,21 +142,32 @@ def timer_argv(protocol: str, resolver: Resolver, ca_file: Path, settings: Timer
     argv = build(protocol, resolver, ca_file, settings)
     if not Path(argv[0]).exists():
         raise HarnessError(f"{argv[0]} is missing: run 'bash scripts/setup.sh'")
-    return argv + ["--resolver", resolver.name, "--timeout-ms", str(settings.timeout_ms),
-                   "--idle-timeout-ms", str(settings.idle_timeout_ms), "--concurrency", str(settings.concurrency),
-                   "--interval-ms", f"{settings.interval_ms:g}"]
+    return argv + [
+        "--resolver",
+        resolver.name,
+        "--timeout-ms",
+        str(settings.timeout_ms),
+        "--idle-timeout-ms",
+        str(settings.idle_timeout_ms),
+        "--concurrency",
+        str(settings.concurrency),
+        "--interval-ms",
+        f"{settings.interval_ms:g}",
+    ]
 
 
-def start_timer(client: ClientSide, protocol: str, resolver: Resolver, settings: TimerSettings,
-                duration_s: float | None = None) -> subprocess.Popen[str]:
+def start_timer(
+    client: ClientSide, protocol: str, resolver: Resolver, settings: TimerSettings, duration_s: float | None = None
+) -> subprocess.Popen[str]:
     """Start a timer in the client namespace that reads names from its stdin (for ``duration_s`` at most)."""
     argv = timer_argv(protocol, resolver, client.ca_file, settings)
     if duration_s:
         argv += ["--duration-s", f"{duration_s:g}"]
     argv = netns.command(client.namespace, argv)
     # A session of its own: a Ctrl-C meant for the crawl must not kill a timer mid-block.
-    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 def parse_output(proc: subprocess.Popen[str], stdout: str, stderr: str) -> list[Timing]:
@@ -157,8 +178,13 @@ def parse_output(proc: subprocess.Popen[str], stdout: str, stderr: str) -> list[
     return [Timing.from_json(line) for line in stdout.splitlines() if line.strip()]
 
 
-def time_names(client: ClientSide, protocol: str, resolver: Resolver, names: Iterable[str],
-               settings: TimerSettings = TimerSettings()) -> list[Timing]:
+def time_names(
+    client: ClientSide,
+    protocol: str,
+    resolver: Resolver,
+    names: Iterable[str],
+    settings: TimerSettings = TimerSettings(),
+) -> list[Timing]:
     """Time one query per name, in the given order; exactly one record per name, in input order."""
     names = list(names)
     proc = start_timer(client, protocol, resolver, settings)
@@ -221,9 +247,17 @@ class PairTimings:
     problem: str | None = None
 
 
-def time_pairs(client: ClientSide, resolver_of: Callable[[str], Resolver], pairs: Iterable[tuple[str, str]],
-               names: Iterable[str], settings: TimerSettings, seed: int, pairs_key: tuple[str, ...] = (),
-               names_key: tuple[str, ...] = (), stopping: Callable[[], bool] = lambda: False) -> list[PairTimings]:
+def time_pairs(
+    client: ClientSide,
+    resolver_of: Callable[[str], Resolver],
+    pairs: Iterable[tuple[str, str]],
+    names: Iterable[str],
+    settings: TimerSettings,
+    seed: int,
+    pairs_key: tuple[str, ...] = (),
+    names_key: tuple[str, ...] = (),
+    stopping: Callable[[], bool] = lambda: False,
+) -> list[PairTimings]:
     """Time every name for every (resolver, protocol) pair, pairs and names in a random order from the seed.
 
     A pair whose timer fails (missing endpoint, crash) keeps its one-line problem and the loop goes on;
@@ -237,10 +271,10 @@ def time_pairs(client: ClientSide, resolver_of: Callable[[str], Resolver], pairs
             break
         resolver, protocol = pair.split("/")
         try:
-            timings = time_names(client, protocol, resolver_of(resolver), shuffled(names, seed, *names_key, pair),
-                                 settings)
+            timings = time_names(
+                client, protocol, resolver_of(resolver), shuffled(names, seed, *names_key, pair), settings
+            )
             runs.append(PairTimings(resolver, protocol, timings))
         except HarnessError as exc:
             runs.append(PairTimings(resolver, protocol, [], f"{pair}: {exc}"))
     return runs
-

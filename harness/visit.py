@@ -46,14 +46,14 @@ class VisitResult:
     error_class: str
     detail: str
     paper_2019: str
-    counted: bool                       # False: a harness failure, never a protocol result
-    on_load_ms: float | None            # Navigation Timing (successful visits only)
+    counted: bool  # False: a harness failure, never a protocol result
+    on_load_ms: float | None  # Navigation Timing (successful visits only)
     on_content_load_ms: float | None
-    bidi_on_load_ms: float | None       # BiDi load - navigationStarted, the cross-check
+    bidi_on_load_ms: float | None  # BiDi load - navigationStarted, the cross-check
     on_load_agrees: bool | None
     wall_s: float
     phases: dict[str, float]
-    signal: dict                        # the raw signals the class was decided from
+    signal: dict  # the raw signals the class was decided from
     proof: dict
     arm: dict
     har_path: str | None
@@ -89,8 +89,15 @@ class _Observed:
 class Visitor:
     """Runs visits from the client namespace of a place (the lab or an Internet side), one at a time."""
 
-    def __init__(self, place: Place, results_dir: Path, timeout: float = 30.0, margin: float = 10.0,
-                 network: str = "wired", stub_idle_timeout_ms: int = 10_000):
+    def __init__(
+        self,
+        place: Place,
+        results_dir: Path,
+        timeout: float = 30.0,
+        margin: float = 10.0,
+        network: str = "wired",
+        stub_idle_timeout_ms: int = 10_000,
+    ):
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
         place.require_healthy()
         if not GECKODRIVER.exists():
@@ -109,13 +116,23 @@ class Visitor:
         self.work_root.mkdir(exist_ok=True)
         self.versions = {"firefox": firefox_version(), "geckodriver": geckodriver_version(), "dnsstudy": __version__}
         prefs = load_prefs().as_dict()
-        self.template = ensure_template(place.run_dir, self.client.ca_file if self.client.browser_trusts_ca else None,
-                                        prefs, self.account,
-                                        self.client.namespace, self.versions["firefox"])
+        self.template = ensure_template(
+            place.run_dir,
+            self.client.ca_file if self.client.browser_trusts_ca else None,
+            prefs,
+            self.account,
+            self.client.namespace,
+            self.versions["firefox"],
+        )
 
     def arm(self, protocol: str, resolver: str, persistent: bool = False) -> DnsArm:
-        return make_arm(protocol, self.place.resolver(resolver), self.client, persistent=persistent,
-                        idle_timeout_ms=self.stub_idle_timeout_ms)
+        return make_arm(
+            protocol,
+            self.place.resolver(resolver),
+            self.client,
+            persistent=persistent,
+            idle_timeout_ms=self.stub_idle_timeout_ms,
+        )
 
     def visit_once(self, url: str, protocol: str, resolver: str) -> VisitResult:
         """Start a fresh arm, visit once, stop the arm."""
@@ -131,27 +148,58 @@ class Visitor:
         """One visit through an arm the caller has started; ends the arm's visit state."""
         t0 = time.monotonic()
         visit_id = uuid.uuid4().hex
-        started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+        started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         try:
             seen = self._browse(url, arm)
         finally:
             arm.finish_visit()
         unmeasured = seen.arm_problem or seen.link_problem
-        proof = judge(arm.protocol, arm.transport, seen.before, seen.after, seen.packets, arm.client_required,
-                      arm.client_forbidden) if unmeasured is None else \
-            ArmProof(arm.protocol, None, seen.packets, None, None, False, "not measured: " + unmeasured)
+        proof = (
+            judge(
+                arm.protocol,
+                arm.transport,
+                seen.before,
+                seen.after,
+                seen.packets,
+                arm.client_required,
+                arm.client_forbidden,
+            )
+            if unmeasured is None
+            else ArmProof(arm.protocol, None, seen.packets, None, None, False, "not measured: " + unmeasured)
+        )
         report = seen.report
         page_loaded = report.exception is None and not (report.document_uri or "").startswith("about:")
         on_load = report.page.on_load_ms if (report.page and page_loaded) else None
         if report.page and not page_loaded:
             report.page.on_load_ms = report.page.on_content_load_ms = None  # an error page's own load
         har, har_path, har_problem = self._keep_har(report, url, visit_id, page_loaded, unmeasured)
-        outcome = classify(Signals(exception=report.exception, document_uri=report.document_uri, on_load_ms=on_load,
-                                   driver_failure=report.driver_failure, arm_problem=seen.arm_problem,
-                                   link_problem=seen.link_problem,
-                                   proof_valid=proof.valid, proof_reason=proof.reason, har_problem=har_problem))
-        return self._result(url, arm, seen, proof, outcome, on_load, har, har_path, har_problem,
-                            visit_id=visit_id, started=started, wall_s=time.monotonic() - t0)
+        outcome = classify(
+            Signals(
+                exception=report.exception,
+                document_uri=report.document_uri,
+                on_load_ms=on_load,
+                driver_failure=report.driver_failure,
+                arm_problem=seen.arm_problem,
+                link_problem=seen.link_problem,
+                proof_valid=proof.valid,
+                proof_reason=proof.reason,
+                har_problem=har_problem,
+            )
+        )
+        return self._result(
+            url,
+            arm,
+            seen,
+            proof,
+            outcome,
+            on_load,
+            har,
+            har_path,
+            har_problem,
+            visit_id=visit_id,
+            started=started,
+            wall_s=time.monotonic() - t0,
+        )
 
     def _browse(self, url: str, arm: DnsArm) -> _Observed:
         """Run the browser once, between two readings of the counters; no browser when arm or link is broken."""
@@ -163,16 +211,24 @@ class Visitor:
         control = arm.resolver.control_config
         reset_client_counters(self.client.namespace, arm.resolver.address)
         seen.before = resolver_counters(control) if control else None
-        session = BrowserSession(self.account, self.template, self.client.namespace, self.work_root,
-                                 prefs=arm.firefox_prefs(), timeout=self.timeout, margin=self.margin)
+        session = BrowserSession(
+            self.account,
+            self.template,
+            self.client.namespace,
+            self.work_root,
+            prefs=arm.firefox_prefs(),
+            timeout=self.timeout,
+            margin=self.margin,
+        )
         seen.report = session.run(url)
         seen.after = resolver_counters(control) if control else None
         seen.packets = client_counters(self.client.namespace)
         seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
         return seen
 
-    def _keep_har(self, report: NavigationReport, url: str, visit_id: str, page_loaded: bool,
-                  unmeasured: str | None) -> tuple[dict | None, Path | None, str | None]:
+    def _keep_har(
+        self, report: NavigationReport, url: str, visit_id: str, page_loaded: bool, unmeasured: str | None
+    ) -> tuple[dict | None, Path | None, str | None]:
         """Build the HAR from the events; write it if it is valid or the page loaded. (har, path, problem)."""
         t = time.monotonic()
         har = har_path = har_problem = None
@@ -187,37 +243,78 @@ class Visitor:
         report.phases["har"] = time.monotonic() - t
         return har, har_path, har_problem
 
-    def _result(self, url: str, arm: DnsArm, seen: _Observed, proof: ArmProof, outcome: Outcome,
-                on_load: float | None, har: dict | None, har_path: Path | None, har_problem: str | None, *,
-                visit_id: str, started: str, wall_s: float) -> VisitResult:
+    def _result(
+        self,
+        url: str,
+        arm: DnsArm,
+        seen: _Observed,
+        proof: ArmProof,
+        outcome: Outcome,
+        on_load: float | None,
+        har: dict | None,
+        har_path: Path | None,
+        har_problem: str | None,
+        *,
+        visit_id: str,
+        started: str,
+        wall_s: float,
+    ) -> VisitResult:
         report = seen.report
         agrees = None
         if on_load is not None and report.bidi_on_load_ms is not None:
             agrees = abs(on_load - report.bidi_on_load_ms) <= ONLOAD_TOLERANCE_MS
         return VisitResult(
-            visit_id=visit_id, url=url, protocol=arm.protocol, resolver=arm.resolver.name, network=self.network,
-            started_at=started, error_class=outcome.error_class.value, detail=outcome.detail,
-            paper_2019=outcome.paper_2019, counted=outcome.counted,
+            visit_id=visit_id,
+            url=url,
+            protocol=arm.protocol,
+            resolver=arm.resolver.name,
+            network=self.network,
+            started_at=started,
+            error_class=outcome.error_class.value,
+            detail=outcome.detail,
+            paper_2019=outcome.paper_2019,
+            counted=outcome.counted,
             on_load_ms=on_load if outcome.error_class is ErrorClass.SUCCESSFUL else None,
             on_content_load_ms=report.page.on_content_load_ms if report.page else None,
-            bidi_on_load_ms=report.bidi_on_load_ms, on_load_agrees=agrees,
-            wall_s=round(wall_s, 3), phases={k: round(v, 3) for k, v in report.phases.items()},
-            signal={"exception": report.exception, "message": report.message, "document_uri": report.document_uri,
-                    "driver_failure": report.driver_failure, "watchdog_fired": report.watchdog_fired,
-                    "arm_problem": seen.arm_problem, "link_problem": seen.link_problem},
-            proof=proof.to_dict(), arm=arm.describe(),
+            bidi_on_load_ms=report.bidi_on_load_ms,
+            on_load_agrees=agrees,
+            wall_s=round(wall_s, 3),
+            phases={k: round(v, 3) for k, v in report.phases.items()},
+            signal={
+                "exception": report.exception,
+                "message": report.message,
+                "document_uri": report.document_uri,
+                "driver_failure": report.driver_failure,
+                "watchdog_fired": report.watchdog_fired,
+                "arm_problem": seen.arm_problem,
+                "link_problem": seen.link_problem,
+            },
+            proof=proof.to_dict(),
+            arm=arm.describe(),
             har_path=str(har_path) if har_path else None,
-            har_entries=len(har["log"]["entries"]) if har else 0, har_problem=har_problem,
-            next_hop_protocol=report.next_hop_protocol, timeout_s=self.timeout, versions=self.versions,
+            har_entries=len(har["log"]["entries"]) if har else 0,
+            har_problem=har_problem,
+            next_hop_protocol=report.next_hop_protocol,
+            timeout_s=self.timeout,
+            versions=self.versions,
             link=seen.link,
         )
 
 
-def run_visit(place: Place, url: str, protocol: str, resolver: str, results_dir: Path, timeout: float = 30.0,
-              margin: float = 10.0, network: str = "wired") -> VisitResult:
+def run_visit(
+    place: Place,
+    url: str,
+    protocol: str,
+    resolver: str,
+    results_dir: Path,
+    timeout: float = 30.0,
+    margin: float = 10.0,
+    network: str = "wired",
+) -> VisitResult:
     """One visit through a new Visitor, appended to ``results_dir``/visits.jsonl (what `dnsstudy visit` does)."""
     result = Visitor(place, results_dir, timeout=timeout, margin=margin, network=network).visit_once(
-        url, protocol, resolver)
+        url, protocol, resolver
+    )
     with open(results_dir / "visits.jsonl", "a") as f:
         f.write(json.dumps(result.to_dict()) + "\n")
     return result

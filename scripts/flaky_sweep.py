@@ -68,8 +68,13 @@ def run_once(index: int, python: str, pytest_args: list[str], workdir: Path, tim
     report = workdir / f"run-{index}.xml"
     start = time.monotonic()
     try:
-        proc = subprocess.run([python, "-m", "pytest", f"--junitxml={report}", "-q", *pytest_args], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
+        proc = subprocess.run(
+            [python, "-m", "pytest", f"--junitxml={report}", "-q", *pytest_args],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+        )
         returncode = proc.returncode
     except subprocess.TimeoutExpired:
         returncode = -1
@@ -106,8 +111,9 @@ def render(results: list[RunResult]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog="Arguments after -- go to pytest unchanged.")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog="Arguments after -- go to pytest unchanged."
+    )
     parser.add_argument("--runs", type=int, default=10, help="how many runs in a row (default 10)")
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest (default: this one)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds one run may take (default 3600)")
@@ -120,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="flaky-sweep-") as tmp:
         for i in range(1, args.runs + 1):
             r = run_once(i, args.python, pytest_args, Path(tmp), args.timeout)
-            print(f"run {i}/{args.runs}: {r.passed} passed, {len(r.failures)} failed, {r.seconds:.1f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"run {i}/{args.runs}: {r.passed} passed, {len(r.failures)} failed, {r.seconds:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             results.append(r)
     print(render(results))
     return 1 if any(r.failures for r in results) else 0

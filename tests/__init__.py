@@ -1,1 +1,4 @@
-"""The test suite (a regular package: the tranco wheel installs a top-level `tests` package that would shadow a namespace one)."""
+"""The test suite.
+
+A regular package: the tranco wheel installs a top-level `tests` package that would shadow a namespace one.
+"""

@@ -25,9 +25,20 @@ def main() -> None:
         with gzip.open(part, "wt") as f:
             json.dump({"log": {"pages": [{"title": visit.url}], "entries": []}}, f)
         part.replace(har)
-        store.complete(study, visit, {"visit_id": visit_id, "started_at": "t", "error_class": "Successful",
-                                      "detail": "", "paper_2019": "Successful", "counted": True,
-                                      "on_load_ms": float(visit.ordinal), "har_path": str(har)})
+        store.complete(
+            study,
+            visit,
+            {
+                "visit_id": visit_id,
+                "started_at": "t",
+                "error_class": "Successful",
+                "detail": "",
+                "paper_2019": "Successful",
+                "counted": True,
+                "on_load_ms": float(visit.ordinal),
+                "har_path": str(har),
+            },
+        )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,15 @@ from harness.store import Store
 Outcome = Callable[[str, int, int, str, str], tuple[str, float | None, str]]
 
 
-def make_store(path: Path, outcome: Outcome, sites: int = 40, rounds: int = 1, networks=("wired",),
-               configurations=(("a", "do53"), ("b", "do53")), timings: dict | None = None) -> Path:
+def make_store(
+    path: Path,
+    outcome: Outcome,
+    sites: int = 40,
+    rounds: int = 1,
+    networks=("wired",),
+    configurations=(("a", "do53"), ("b", "do53")),
+    timings: dict | None = None,
+) -> Path:
     """A store whose every planned visit is done with the outcome ``outcome`` gives it."""
     store = Store(path)
     site_list = [Site(f"site{i}.test", i + 1, "top" if i < sites // 2 else "tail") for i in range(sites)]
@@ -23,16 +30,35 @@ def make_store(path: Path, outcome: Outcome, sites: int = 40, rounds: int = 1, n
     store.add_study("synthetic", "synthetic", 1, {"study": {}}, plan)
     index = {s.domain: i for i, s in enumerate(site_list)}
     for visit in plan:
-        error_class, on_load, paper = outcome(visit.network, visit.round, index[visit.site.domain], visit.resolver,
-                                              visit.protocol)
-        record = {"visit_id": uuid.uuid4().hex, "started_at": "2026-01-01T00:00:00Z", "error_class": error_class,
-                  "detail": "", "paper_2019": paper, "counted": error_class != "Infrastructure Failure",
-                  "on_load_ms": on_load if error_class == "Successful" else None, "har_path": None, "wall_s": 3.0}
+        error_class, on_load, paper = outcome(
+            visit.network, visit.round, index[visit.site.domain], visit.resolver, visit.protocol
+        )
+        record = {
+            "visit_id": uuid.uuid4().hex,
+            "started_at": "2026-01-01T00:00:00Z",
+            "error_class": error_class,
+            "detail": "",
+            "paper_2019": paper,
+            "counted": error_class != "Infrastructure Failure",
+            "on_load_ms": on_load if error_class == "Successful" else None,
+            "har_path": None,
+            "wall_s": 3.0,
+        }
         store.complete("synthetic", visit, record)
     for block, ((network, resolver, protocol), durations) in enumerate((timings or {}).items()):
-        rows = [{"resolver": resolver, "protocol": protocol, "name": f"n{i}.test", "type": "A", "start": float(i),
-                 "duration_us": d, "new_connection": i == 0, "status": "ok" if d is not None else "timeout"}
-                for i, d in enumerate(durations)]
+        rows = [
+            {
+                "resolver": resolver,
+                "protocol": protocol,
+                "name": f"n{i}.test",
+                "type": "A",
+                "start": float(i),
+                "duration_us": d,
+                "new_connection": i == 0,
+                "status": "ok" if d is not None else "timeout",
+            }
+            for i, d in enumerate(durations)
+        ]
         store.add_block_timings("synthetic", block, network, len(rows), rows)
     store.close()
     return path

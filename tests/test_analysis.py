@@ -34,8 +34,9 @@ def base_time(site: int, round_: int) -> float:
 
 
 def test_b_is_a_plus_200_ms_everywhere(tmp_path):
-    store = make_store(tmp_path / "s.sqlite",
-                       lambda n, r, i, res, p: ok(base_time(i, r) + (200 if res == "b" else 0)), rounds=2)
+    store = make_store(
+        tmp_path / "s.sqlite", lambda n, r, i, res, p: ok(base_time(i, r) + (200 if res == "b" else 0)), rounds=2
+    )
     visits = load(store).visits
     cells = grid(visits, "wired", SETTINGS)
     b_vs_a = cell(cells, B, A).statistics
@@ -118,14 +119,26 @@ def test_success_rates_differ_with_intervals_and_both_taxonomies_are_tabled(tmp_
 def test_the_report_has_every_figure_and_table_in_three_formats_and_is_self_contained(tmp_path):
     configs = [(r, p) for r in ("cloudflare", "google") for p in ("do53", "dot", "doh")]
     rng = random.Random(5)
-    timings = {(n, r, p): [rng.randint(2000, 90000) for _ in range(30)] + [None] for n in ("wired", "4g")
-               for r, p in configs}
-    store = make_store(tmp_path / "s.sqlite", lambda n, r, i, res, p: ok(base_time(i, r) + rng.gauss(0, 30)),
-                       networks=("wired", "4g"), configurations=configs, timings=timings)
+    timings = {
+        (n, r, p): [rng.randint(2000, 90000) for _ in range(30)] + [None] for n in ("wired", "4g") for r, p in configs
+    }
+    store = make_store(
+        tmp_path / "s.sqlite",
+        lambda n, r, i, res, p: ok(base_time(i, r) + rng.gauss(0, 30)),
+        networks=("wired", "4g"),
+        configurations=configs,
+        timings=timings,
+    )
     report = analyze([store], tmp_path / "out")
     names = {p.name for p in report.figures}
-    for stem in ("grid-wired", "grid-4g", "resolution-cdf-wired", "resolution-cdf-4g", "protocols-cloudflare",
-                 "byte-cost"):
+    for stem in (
+        "grid-wired",
+        "grid-4g",
+        "resolution-cdf-wired",
+        "resolution-cdf-4g",
+        "protocols-cloudflare",
+        "byte-cost",
+    ):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
     tables = {p.name for p in report.tables}
     for stem in ("outcomes-strict", "outcomes-paper-2019", "success-differences", "pairs-wired"):
@@ -134,8 +147,12 @@ def test_the_report_has_every_figure_and_table_in_three_formats_and_is_self_cont
     assert "Cloudflare DoT" in page and page.count("data:image/png;base64,") == len(names) // 2
     assert 'src="figures/' not in page and "\\begin{table}" in (tmp_path / "out/tables/outcomes-strict.tex").read_text()
     frame = pd.read_csv(tmp_path / "out/tables/pairs-wired.csv")
-    assert len(frame) == 6 * 5 and set(frame["verdict"]) <= {"indistinguishable", "inconclusive", "row slower",
-                                                              "row faster"}
+    assert len(frame) == 6 * 5 and set(frame["verdict"]) <= {
+        "indistinguishable",
+        "inconclusive",
+        "row slower",
+        "row faster",
+    }
 
 
 def test_an_empty_or_foreign_store_gets_a_clear_message(tmp_path):
@@ -175,16 +192,28 @@ def test_the_notebook_regenerates_every_figure_from_a_store(tmp_path):
     from nbclient import NotebookClient
 
     configs = [("near", p) for p in ("do53", "dot", "doh")]
-    store = make_store(tmp_path / "s.sqlite", lambda n, r, i, res, p: ok(base_time(i, r)), networks=("wired", "3g"),
-                       configurations=configs, timings={("wired", "near", "dot"): [3000, 4000, 5000]})
+    store = make_store(
+        tmp_path / "s.sqlite",
+        lambda n, r, i, res, p: ok(base_time(i, r)),
+        networks=("wired", "3g"),
+        configurations=configs,
+        timings={("wired", "near", "dot"): [3000, 4000, 5000]},
+    )
     notebook = nbformat.read(Path(__file__).parents[1] / "notebooks" / "paper-figures.ipynb", as_version=4)
     first = notebook.cells[1]
     assert first.source.startswith("STORE = ")
     first.source = f"STORE = {str(store)!r}\nOUT = {str(tmp_path / 'nb')!r}"
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(Path(__file__).parents[1])}}).execute()
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(__file__).parents[1])}}
+    ).execute()
     written = {p.name for p in (tmp_path / "nb").iterdir()}
-    assert {"grid-wired.png", "grid-3g.png", "resolution-cdf-wired.png", "protocols-near.png", "byte-cost.png"} <= written
+    assert {
+        "grid-wired.png",
+        "grid-3g.png",
+        "resolution-cdf-wired.png",
+        "protocols-near.png",
+        "byte-cost.png",
+    } <= written
     assert configurations(load(store).visits) == configs
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from harness.arms import ClientSide, Resolver, make_arm
 from harness.arms.evidence import client_counter_names, judge
-from harness.protocols import browser_protocols
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
 from harness.profile import load_profile
+from harness.protocols import browser_protocols
 
 RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query")
 CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
@@ -34,18 +34,32 @@ def test_every_protocol_has_an_arm():
 def test_proof_accepts_the_arms_own_transport_only():
     arm = make_arm("dot", RESOLVER, CLIENT)
     after = dict(zero(), dot=42)
-    proof = judge("dot", arm.transport, zero(), after, packets(stub_loopback=42, dot_resolver=50, dot_connections=1),
-                  arm.client_required, arm.client_forbidden)
+    proof = judge(
+        "dot",
+        arm.transport,
+        zero(),
+        after,
+        packets(stub_loopback=42, dot_resolver=50, dot_connections=1),
+        arm.client_required,
+        arm.client_forbidden,
+    )
     assert proof.valid and proof.on_arm == 42 and proof.off_arm == 0
 
 
-@pytest.mark.parametrize("after, pk, reason", [
-    (dict(dot=0), dict(stub_loopback=4, dot_resolver=1), "no dot query"),
-    (dict(dot=40, do53_udp=2), dict(stub_loopback=4, dot_resolver=5), "2 queries over other transports"),
-    (dict(dot=40), dict(stub_loopback=4, dot_resolver=5, do53_other=3), "3 packets counted on do53_other"),
-    (dict(dot=40), dict(dot_resolver=5), "no packets counted on stub_loopback"),
-    (dict(dot=40), dict(stub_loopback=4, dot_resolver=5, doh_connections=1), "1 packets counted on doh_connections"),
-])
+@pytest.mark.parametrize(
+    "after, pk, reason",
+    [
+        (dict(dot=0), dict(stub_loopback=4, dot_resolver=1), "no dot query"),
+        (dict(dot=40, do53_udp=2), dict(stub_loopback=4, dot_resolver=5), "2 queries over other transports"),
+        (dict(dot=40), dict(stub_loopback=4, dot_resolver=5, do53_other=3), "3 packets counted on do53_other"),
+        (dict(dot=40), dict(dot_resolver=5), "no packets counted on stub_loopback"),
+        (
+            dict(dot=40),
+            dict(stub_loopback=4, dot_resolver=5, doh_connections=1),
+            "1 packets counted on doh_connections",
+        ),
+    ],
+)
 def test_proof_rejects_other_transports_and_missing_evidence(after, pk, reason):
     arm = make_arm("dot", RESOLVER, CLIENT)
     proof = judge("dot", "dot", zero(), dict(zero(), **after), packets(**pk), arm.client_required, arm.client_forbidden)

@@ -6,8 +6,16 @@ The lines are real: captured in a lab's client namespace with `-i any`
 
 from __future__ import annotations
 
-from harness.capture import (MARKER_END, MARKER_START, Exchange, capture_bpf, do53_durations, dropped_by_kernel,
-                             exchanges_from_lines, is_marker)
+from harness.capture import (
+    MARKER_END,
+    MARKER_START,
+    Exchange,
+    capture_bpf,
+    do53_durations,
+    dropped_by_kernel,
+    exchanges_from_lines,
+    is_marker,
+)
 
 START = "1795413065.956993 lo    In  IP 127.0.0.1.50682 > 127.0.0.1.47853: UDP, length 23"
 END = "1795413066.013868 lo    In  IP 127.0.0.1.50682 > 127.0.0.1.47854: UDP, length 23"
@@ -55,8 +63,12 @@ DOT = [  # one cold DoT connection, two queries, then the client closes
 
 
 def test_do53_queries_are_matched_to_answers_whatever_the_type_rcode_or_flags():
-    assert do53_durations(DO53) == {"www.lab.test": 251, "no-such-host.lab.test": 72, "www.google.com": 82,
-                                    "big.lab.test": 56}
+    assert do53_durations(DO53) == {
+        "www.lab.test": 251,
+        "no-such-host.lab.test": 72,
+        "www.google.com": 82,
+        "big.lab.test": 56,
+    }
 
 
 def test_an_unanswered_query_is_left_out_and_a_retransmit_keeps_the_first_answer():
@@ -105,8 +117,9 @@ def test_tls_exchanges_are_client_data_runs_then_server_data_runs():
 
 
 def test_kernel_drops_are_read_from_tcpdumps_summary():
-    summary = ("tcpdump: listening on any\n44 packets captured\n60 packets received by filter\n"
-               "16 packets dropped by kernel\n")
+    summary = (
+        "tcpdump: listening on any\n44 packets captured\n60 packets received by filter\n16 packets dropped by kernel\n"
+    )
     assert dropped_by_kernel(summary) == 16
     assert dropped_by_kernel("2 packets captured\n2 packets received by filter\n1 packet dropped by kernel\n") == 1
     assert dropped_by_kernel("2 packets captured\n2 packets received by filter\n0 packets dropped by kernel\n") == 0
@@ -115,6 +128,22 @@ def test_kernel_drops_are_read_from_tcpdumps_summary():
 
 def test_the_filter_lets_the_markers_through():
     assert capture_bpf(["udp", "port", "53"]) == [
-        "(", "udp", "port", "53", ")", "or",
-        "(", "udp", "and", "dst", "host", "127.0.0.1", "and", "dst", "portrange", f"{MARKER_START}-{MARKER_END}", ")"]
+        "(",
+        "udp",
+        "port",
+        "53",
+        ")",
+        "or",
+        "(",
+        "udp",
+        "and",
+        "dst",
+        "host",
+        "127.0.0.1",
+        "and",
+        "dst",
+        "portrange",
+        f"{MARKER_START}-{MARKER_END}",
+        ")",
+    ]
     assert capture_bpf([]) == []  # no filter: everything, markers included

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from harness import netns
-from harness.lab.lab import Lab
 from harness.study import load_study
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
 
@@ -86,10 +85,13 @@ def assert_store_matches_plan(study: Path, store: Path) -> sqlite3.Connection:
     """Every planned visit recorded exactly once, in plan order, with its HAR; every block checked and timed."""
     plan = load_study(str(study)).plan()
     db = sqlite3.connect(store)
-    rows = db.execute("SELECT ordinal, network, site, resolver, protocol, status, visit_id, har_path, error_class "
-                      "FROM visits ORDER BY ordinal").fetchall()
-    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == \
-        [(v.ordinal, v.network, v.site.domain, v.resolver, v.protocol) for v in plan]
+    rows = db.execute(
+        "SELECT ordinal, network, site, resolver, protocol, status, visit_id, har_path, error_class "
+        "FROM visits ORDER BY ordinal"
+    ).fetchall()
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+        (v.ordinal, v.network, v.site.domain, v.resolver, v.protocol) for v in plan
+    ]
     assert all(r[5] == "done" for r in rows) and len({r[6] for r in rows}) == len(plan)
     assert all(r[7] and Path(r[7]).exists() for r in rows if r[8] == "Successful")
     blocks = {v.block for v in plan}
@@ -98,8 +100,9 @@ def assert_store_matches_plan(study: Path, store: Path) -> sqlite3.Connection:
     timed = dict(db.execute("SELECT block, hostnames FROM blocks"))
     assert set(timed) == blocks and all(n > 0 for n in timed.values())
     for block, hostnames in timed.items():
-        per_pair = db.execute("SELECT COUNT(*) FROM timings WHERE block = ? GROUP BY resolver, protocol",
-                              (block,)).fetchall()
+        per_pair = db.execute(
+            "SELECT COUNT(*) FROM timings WHERE block = ? GROUP BY resolver, protocol", (block,)
+        ).fetchall()
         assert per_pair == [(hostnames,)] * 4  # every hostname once per resolver and protocol, never twice
     return db
 
@@ -113,8 +116,9 @@ def test_a_crawl_killed_at_random_moments_resumes_without_losing_or_repeating_a_
     rng = random.Random(7)
     kills = 0
     while kills < 4:
-        crawl = subprocess.Popen(crawl_argv(study, store), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
+        crawl = subprocess.Popen(
+            crawl_argv(study, store), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         try:
             crawl.wait(timeout=rng.uniform(3.0, 14.0))
             break
@@ -138,8 +142,9 @@ def test_a_crawl_killed_at_random_moments_resumes_without_losing_or_repeating_a_
 
 def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_counted(lab, tmp_path):
     study, store = study_file(tmp_path, name="retrytest", seed=11), tmp_path / "run" / "store.sqlite"
-    crawl = subprocess.Popen(crawl_argv(study, store), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    crawl = subprocess.Popen(
+        crawl_argv(study, store), cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         # Break the link emulation under the crawl: kill the 4g delayers once a 4g visit is in.
         wait_for(lambda: done_visits(store, "network = '4g'") >= 1, 200, "a 4g visit")
@@ -158,12 +163,15 @@ def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_count
     db = sqlite3.connect(store)
     done, total = db.execute("SELECT SUM(status = 'done'), COUNT(*) FROM visits").fetchone()
     assert 0 < done < total
-    retried = [json.loads(r) for (r,) in db.execute(
-        "SELECT json_extract(record, '$.retried') FROM visits WHERE attempts > 0")]
+    retried = [
+        json.loads(r) for (r,) in db.execute("SELECT json_extract(record, '$.retried') FROM visits WHERE attempts > 0")
+    ]
     assert retried and any(r[0]["detail"].startswith("link") for r in retried), retried
     # The retry ran on a repaired link, and nothing broken was counted as a protocol result.
-    assert db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done' AND error_class != 'Successful'"
-                      ).fetchone()[0] == 0
+    assert (
+        db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done' AND error_class != 'Successful'").fetchone()[0]
+        == 0
+    )
     assert client_processes() == []
     resumed = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -183,8 +191,12 @@ def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(pri
         _, stderr = crawl.communicate(timeout=200)
         assert crawl.returncode == 2 and "daemons died" in stderr and "still planned" in stderr, stderr
         db = sqlite3.connect(store)
-        assert db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done' AND error_class != 'Successful'"
-                          ).fetchone()[0] == 0
+        assert (
+            db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done' AND error_class != 'Successful'").fetchone()[
+                0
+            ]
+            == 0
+        )
         assert client_processes(halted.config.prefix) == []
     finally:
         if crawl.poll() is None:
@@ -192,15 +204,35 @@ def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(pri
 
 
 def test_the_demo_brings_up_a_lab_crawls_analyses_and_leaves_nothing(private_lab, tmp_path):
-    study = study_file(tmp_path, name="demotest", seed=2, changes={'networks = ["wired", "4g"]': 'networks = ["wired"]'})
+    study = study_file(
+        tmp_path, name="demotest", seed=2, changes={'networks = ["wired", "4g"]': 'networks = ["wired"]'}
+    )
     results = tmp_path / "demo"
     demo_lab = private_lab(up=False)  # the demo brings it up and down itself
     prefix = demo_lab.config.prefix
-    run = subprocess.run([*DNSSTUDY, "demo", "--study", str(study), "--results", str(results), "--prefix", prefix,
-                          "--subnet", demo_lab.config.settings.subnet], cwd=ROOT, env=ENV, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run(
+        [
+            *DNSSTUDY,
+            "demo",
+            "--study",
+            str(study),
+            "--results",
+            str(results),
+            "--prefix",
+            prefix,
+            "--subnet",
+            demo_lab.config.settings.subnet,
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "checks passed" in run.stdout and f"lab {prefix} down" in run.stdout and "demo finished" in run.stdout
-    assert (results / "report" / "report.html").exists() and (results / "report" / "figures" / "grid-wired.pdf").exists()
+    assert (results / "report" / "report.html").exists() and (
+        results / "report" / "figures" / "grid-wired.pdf"
+    ).exists()
     assert_store_matches_plan(study, results / "store.sqlite")
     assert not netns.exists(f"{prefix}-client") and not demo_lab.run_dir.exists()

@@ -11,20 +11,51 @@ T0 = 1_795_246_148_700.0
 
 def timings(offset: float, dns: bool = True) -> dict:
     t = lambda d: T0 + offset + d  # noqa: E731
-    return {"timeOrigin": 0, "requestTime": t(0), "redirectStart": 0, "redirectEnd": 0, "fetchStart": t(1),
-            "dnsStart": t(1) if dns else 0, "dnsEnd": t(3) if dns else 0, "connectStart": t(3), "connectEnd": t(10),
-            "tlsStart": t(4), "tlsEnd": t(10), "requestStart": t(11), "responseStart": t(20), "responseEnd": t(25)}
+    return {
+        "timeOrigin": 0,
+        "requestTime": t(0),
+        "redirectStart": 0,
+        "redirectEnd": 0,
+        "fetchStart": t(1),
+        "dnsStart": t(1) if dns else 0,
+        "dnsEnd": t(3) if dns else 0,
+        "connectStart": t(3),
+        "connectEnd": t(10),
+        "tlsStart": t(4),
+        "tlsEnd": t(10),
+        "requestStart": t(11),
+        "responseStart": t(20),
+        "responseEnd": t(25),
+    }
 
 
 def request(rid: str, url: str, offset: float, **extra) -> dict:
-    return {"request": rid, "url": url, "method": "GET", "headers": [{"name": "Host", "value": {"type": "string", "value": "a"}}],
-            "cookies": [], "headersSize": 100, "bodySize": 0, "timings": timings(offset, **extra)}
+    return {
+        "request": rid,
+        "url": url,
+        "method": "GET",
+        "headers": [{"name": "Host", "value": {"type": "string", "value": "a"}}],
+        "cookies": [],
+        "headersSize": 100,
+        "bodySize": 0,
+        "timings": timings(offset, **extra),
+    }
 
 
 def response(url: str, from_cache: bool = False) -> dict:
-    return {"url": url, "protocol": "h2", "status": 200, "statusText": "", "fromCache": from_cache,
-            "headers": [], "mimeType": "text/html", "bytesReceived": 600, "headersSize": 100, "bodySize": 500,
-            "content": {"size": 0}}
+    return {
+        "url": url,
+        "protocol": "h2",
+        "status": 200,
+        "statusText": "",
+        "fromCache": from_cache,
+        "headers": [],
+        "mimeType": "text/html",
+        "bytesReceived": 600,
+        "headersSize": 100,
+        "bodySize": 500,
+        "content": {"size": 0},
+    }
 
 
 def event(method: str, params: dict) -> dict:
@@ -35,27 +66,59 @@ def events() -> list[dict]:
     main, img = "https://a.test/", "https://img.b.test/x.png"
     out = [event("browsingContext.navigationStarted", {"timestamp": T0, "url": main})]
     for rid, url, off in (("1", main, 0), ("2", img, 30)):
-        out.append(event("network.beforeRequestSent", {"request": request(rid, url, off), "redirectCount": 0, "timestamp": T0 + off}))
-        out.append(event("network.responseCompleted", {"request": request(rid, url, off), "redirectCount": 0,
-                                                        "response": response(url)}))
+        out.append(
+            event(
+                "network.beforeRequestSent",
+                {"request": request(rid, url, off), "redirectCount": 0, "timestamp": T0 + off},
+            )
+        )
+        out.append(
+            event(
+                "network.responseCompleted",
+                {"request": request(rid, url, off), "redirectCount": 0, "response": response(url)},
+            )
+        )
     # Firefox reports the cached image a second time, with no network timings: dropped.
     cached = request("3", img, 60)
     cached["timings"] = {k: (0 if k != "requestTime" else v) for k, v in cached["timings"].items()}
-    out.append(event("network.responseCompleted", {"request": cached, "redirectCount": 0, "response": response(img, True)}))
+    out.append(
+        event("network.responseCompleted", {"request": cached, "redirectCount": 0, "response": response(img, True)})
+    )
     # Error pages load data: fonts: dropped.
-    out.append(event("network.beforeRequestSent", {"request": request("4", "data:font/woff2;base64,AA", 70), "redirectCount": 0}))
+    out.append(
+        event(
+            "network.beforeRequestSent", {"request": request("4", "data:font/woff2;base64,AA", 70), "redirectCount": 0}
+        )
+    )
     # A failed fetch stays, with its error.
-    out.append(event("network.beforeRequestSent", {"request": request("5", "https://gone.test/", 80), "redirectCount": 0}))
-    out.append(event("network.fetchError", {"request": request("5", "https://gone.test/", 80), "redirectCount": 0,
-                                             "errorText": "NS_ERROR_UNKNOWN_HOST"}))
+    out.append(
+        event("network.beforeRequestSent", {"request": request("5", "https://gone.test/", 80), "redirectCount": 0})
+    )
+    out.append(
+        event(
+            "network.fetchError",
+            {
+                "request": request("5", "https://gone.test/", 80),
+                "redirectCount": 0,
+                "errorText": "NS_ERROR_UNKNOWN_HOST",
+            },
+        )
+    )
     out.append(event("browsingContext.load", {"timestamp": T0 + 400}))
     return out
 
 
 def page(on_load=398.0) -> PageInfo:
-    return PageInfo(url="https://a.test/", title="A", on_load_ms=on_load, on_content_load_ms=200.0,
-                    server_addresses=[{"url": "https://a.test/", "address": "198.18.1.100", "port": 443, "protocol": "h2"},
-                                      {"url": "https://img.b.test/x.png", "address": "198.18.1.101", "port": 443, "protocol": "h2"}])
+    return PageInfo(
+        url="https://a.test/",
+        title="A",
+        on_load_ms=on_load,
+        on_content_load_ms=200.0,
+        server_addresses=[
+            {"url": "https://a.test/", "address": "198.18.1.100", "port": 443, "protocol": "h2"},
+            {"url": "https://img.b.test/x.png", "address": "198.18.1.101", "port": 443, "protocol": "h2"},
+        ],
+    )
 
 
 def test_entries_drop_cache_duplicates_and_data_urls_and_keep_failures():
@@ -68,8 +131,16 @@ def test_entries_drop_cache_duplicates_and_data_urls_and_keep_failures():
 
 def test_timings_server_address_and_version():
     entry = build_har(events(), page(), "153.7.0esr", "0.1.0")["log"]["entries"][0]
-    assert entry["timings"] == {"blocked": 1.0, "dns": 2.0, "connect": 7.0, "ssl": 6.0, "send": 0, "wait": 9.0, "receive": 5.0}
-    assert entry["time"] == 1 + 2 + 7 + 9 + 5   # ssl lies inside connect
+    assert entry["timings"] == {
+        "blocked": 1.0,
+        "dns": 2.0,
+        "connect": 7.0,
+        "ssl": 6.0,
+        "send": 0,
+        "wait": 9.0,
+        "receive": 5.0,
+    }
+    assert entry["time"] == 1 + 2 + 7 + 9 + 5  # ssl lies inside connect
     assert entry["serverIPAddress"] == "198.18.1.100"
     assert entry["request"]["httpVersion"] == entry["response"]["httpVersion"] == "HTTP/2"
     assert entry["response"]["content"]["size"] == 500

@@ -66,11 +66,20 @@ def upstream(tmp_path_factory):
 """)
     (work / "www").mkdir()
     (work / "www" / "index.html").write_text("<html><body>upstream</body></html>")
-    procs = [subprocess.Popen(netns.command(UP_NS, ["unbound", "-d", "-c", str(work / "unbound.conf")]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-             subprocess.Popen(netns.command(UP_NS, [sys.executable, "-m", "http.server", "80", "--bind", UP_ADDR,
-                                                    "--directory", str(work / "www")]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            netns.command(UP_NS, ["unbound", "-d", "-c", str(work / "unbound.conf")]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            netns.command(
+                UP_NS, [sys.executable, "-m", "http.server", "80", "--bind", UP_ADDR, "--directory", str(work / "www")]
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
     assert not netns.wait_tcp(UP_NS, [(UP_ADDR, 53), (UP_ADDR, 80)], timeout=10)
     yield Resolver(name="upstream", address=UP_ADDR, tls_name="", doh_uri="")
     for p in procs:

@@ -54,13 +54,29 @@ def test_do53(lab, client, resolvers, resolver, transport):
 @pytest.mark.parametrize("resolver", ["near", "far"])
 def test_dot_verifies_against_lab_ca(lab, client, resolvers, resolver):
     r = resolvers[resolver]
-    ok = in_ns(client, "kdig", "+tls", f"+tls-ca={lab.ca_path}", f"+tls-hostname={r['tls_name']}",
-               f"@{r['address']}", "youtube.com", "A")
+    ok = in_ns(
+        client,
+        "kdig",
+        "+tls",
+        f"+tls-ca={lab.ca_path}",
+        f"+tls-hostname={r['tls_name']}",
+        f"@{r['address']}",
+        "youtube.com",
+        "A",
+    )
     assert "status: NOERROR" in ok.stdout, ok.stdout + ok.stderr
     assert web_address(lab.config, "youtube.com") in ok.stdout
     assert "(TLS1.3)" in ok.stdout
-    wrong = in_ns(client, "kdig", "+tls", f"+tls-ca={lab.ca_path}", "+tls-hostname=wrong.dns.lab.test",
-                  f"@{r['address']}", "youtube.com", "A")
+    wrong = in_ns(
+        client,
+        "kdig",
+        "+tls",
+        f"+tls-ca={lab.ca_path}",
+        "+tls-hostname=wrong.dns.lab.test",
+        f"@{r['address']}",
+        "youtube.com",
+        "A",
+    )
     assert "status: NOERROR" not in wrong.stdout
     assert "failed" in (wrong.stdout + wrong.stderr).lower()
     # and without the lab CA the system trust store rejects it too
@@ -72,8 +88,20 @@ def test_dot_with_getdns_query(lab, client, resolvers, tmp_path):
     r = resolvers["near"]
     conf = tmp_path / "ca.json"
     conf.write_text(json.dumps({"tls_ca_file": str(lab.ca_path)}))
-    out = in_ns(client, "getdns_query", "-C", str(conf), "-s", "-L", "-m",
-                f"@{r['address']}#853~{r['tls_name']}", "+return_call_reporting", "-j", "bing.com", "A")
+    out = in_ns(
+        client,
+        "getdns_query",
+        "-C",
+        str(conf),
+        "-s",
+        "-L",
+        "-m",
+        f"@{r['address']}#853~{r['tls_name']}",
+        "+return_call_reporting",
+        "-j",
+        "bing.com",
+        "A",
+    )
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
     assert reply["replies_tree"][0]["header"]["rcode"] == 0
@@ -86,17 +114,43 @@ def test_doh_post_and_get_over_http2(lab, client, resolvers, resolver, tmp_path)
     r = resolvers[resolver]
     query = dns_query_file(tmp_path, "amazon.com")
     answer = tmp_path / "answer.bin"
-    post = in_ns(client, "curl", "-sS", "--http2", "--cacert", str(lab.ca_path), "-o", str(answer),
-                 "-w", "%{http_version} %{http_code}", "-H", "content-type: application/dns-message",
-                 "--data-binary", f"@{query}", r["doh"])
+    post = in_ns(
+        client,
+        "curl",
+        "-sS",
+        "--http2",
+        "--cacert",
+        str(lab.ca_path),
+        "-o",
+        str(answer),
+        "-w",
+        "%{http_version} %{http_code}",
+        "-H",
+        "content-type: application/dns-message",
+        "--data-binary",
+        f"@{query}",
+        r["doh"],
+    )
     assert post.stdout == "2 200", post.stdout + post.stderr
     import dns.message
 
     msg = dns.message.from_wire(answer.read_bytes())
     assert msg.answer[0][0].address == web_address(lab.config, "amazon.com")
-    get = in_ns(client, "curl", "-sS", "--http2", "--cacert", str(lab.ca_path), "-o", str(answer),
-                "-w", "%{http_version} %{http_code}", "-H", "accept: application/dns-message",
-                f"{r['doh']}?dns={doh_get_param('amazon.com')}")
+    get = in_ns(
+        client,
+        "curl",
+        "-sS",
+        "--http2",
+        "--cacert",
+        str(lab.ca_path),
+        "-o",
+        str(answer),
+        "-w",
+        "%{http_version} %{http_code}",
+        "-H",
+        "accept: application/dns-message",
+        f"{r['doh']}?dns={doh_get_param('amazon.com')}",
+    )
     assert get.stdout == "2 200", get.stdout + get.stderr
     assert dns.message.from_wire(answer.read_bytes()).answer[0][0].address == web_address(lab.config, "amazon.com")
 
@@ -106,8 +160,19 @@ def test_https_over_http2_for_several_hostnames(lab, client):
     top, tail = manifest["pages"][3], manifest["pages"][1500]
     urls = [top["url"], tail["url"], f"https://{top['hostnames'][-1]}/o/img/256.png?x=1", "https://www.lab.test/"]
     for url in urls:
-        out = in_ns(client, "curl", "-sS", "--http2", "--cacert", str(lab.ca_path), "-o", "/dev/null",
-                    "-w", "%{http_version} %{http_code} %{remote_ip}", url)
+        out = in_ns(
+            client,
+            "curl",
+            "-sS",
+            "--http2",
+            "--cacert",
+            str(lab.ca_path),
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version} %{http_code} %{remote_ip}",
+            url,
+        )
         assert out.stdout.startswith("2 200 198.18."), (url, out.stdout, out.stderr)
     # the page references its objects on many hostnames
     page = in_ns(client, "curl", "-sS", "--cacert", str(lab.ca_path), top["url"]).stdout
@@ -124,7 +189,9 @@ def test_untrusted_and_dead_servers_behave(lab, client):
     refused = in_ns(client, "curl", "-sS", "-o", "/dev/null", "https://refused.lab.test/")
     assert refused.returncode == 7  # could not connect
     start = time.monotonic()
-    hang = in_ns(client, "curl", "-sS", "-m", "2", "--cacert", str(lab.ca_path), "-o", "/dev/null", "https://hang.lab.test/")
+    hang = in_ns(
+        client, "curl", "-sS", "-m", "2", "--cacert", str(lab.ca_path), "-o", "/dev/null", "https://hang.lab.test/"
+    )
     assert hang.returncode == 28 and time.monotonic() - start >= 1.9  # connected, then silence until timeout
 
 
@@ -185,8 +252,15 @@ def test_first_dot_query_is_not_held_by_nagle(lab, client, resolvers):
     """
     times = []
     for _ in range(5):
-        out = in_ns(client, "kdig", "+tls", f"+tls-ca={lab.ca_path}", f"+tls-hostname={resolvers['near']['tls_name']}",
-                    f"@{resolvers['near']['address']}", "google.com")
+        out = in_ns(
+            client,
+            "kdig",
+            "+tls",
+            f"+tls-ca={lab.ca_path}",
+            f"+tls-hostname={resolvers['near']['tls_name']}",
+            f"@{resolvers['near']['address']}",
+            "google.com",
+        )
         times.append(float(re.search(r"in ([0-9.]+) ms", out.stdout).group(1)))
     assert median(times) < 20, times
 
@@ -195,8 +269,18 @@ def test_status_command_reports_daemons_addresses_and_deaths(lab):
     import subprocess
     import sys
 
-    args = [sys.executable, "-m", "harness.cli", "lab", "status", "--json",
-            "--prefix", lab.config.prefix, "--subnet", lab.config.settings.subnet]
+    args = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "lab",
+        "status",
+        "--json",
+        "--prefix",
+        lab.config.prefix,
+        "--subnet",
+        lab.config.settings.subnet,
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30)
     assert result.returncode == 0, result.stderr

@@ -27,8 +27,14 @@ def _cli(*args: str, env: dict | None = None, no_caps: bool = False) -> subproce
     if no_caps:
         # uid 0 without capabilities: what an unprivileged user or a locked-down container has
         argv = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *argv]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
 
 
 def _names(the_lab: Lab) -> tuple[str, ...]:
@@ -54,13 +60,16 @@ def test_down_after_every_daemon_crashed_removes_everything(lab, private_lab):
     out = in_ns(crashed.config.namespaces["client"], "dig", "+short", f"@{plan.resolver(0)}", "www.lab.test")
     assert out.stdout.strip() == plan.web(1)[0]
     # a stray process started inside a lab namespace, not recorded anywhere
-    stray = subprocess.Popen(["ip", "netns", "exec", crashed.config.namespaces["client"], "sleep", "300"],
-                             start_new_session=True)
+    stray = subprocess.Popen(
+        ["ip", "netns", "exec", crashed.config.namespaces["client"], "sleep", "300"], start_new_session=True
+    )
     for d in crashed.status().daemons:
         os.kill(d["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and crashed.status().daemons and not all(
-        not d["alive"] for d in crashed.status().daemons
+    while (
+        time.monotonic() < deadline
+        and crashed.status().daemons
+        and not all(not d["alive"] for d in crashed.status().daemons)
     ):
         time.sleep(0.05)  # SIGKILL is delivered asynchronously
     status = crashed.status()
@@ -127,9 +136,10 @@ def test_up_failing_half_way_removes_what_it_made(tmp_path, private_lab):
     broken.write_text("#!/bin/sh\necho 'nginx: [emerg] injected failure' >&2\nexit 1\n")
     broken.chmod(0o755)
     half = private_lab(up=False)
-    result = _cli("lab", "up", *_names(half),
-                  env={"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"})
+    result = _cli("lab", "up", *_names(half), env={"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"})
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "lab did not come up" in lines[0] and "nginx" in lines[0] and "injected failure" in lines[0]
+    assert (
+        len(lines) == 1 and "lab did not come up" in lines[0] and "nginx" in lines[0] and "injected failure" in lines[0]
+    )
     _assert_nothing_left(half)

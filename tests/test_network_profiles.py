@@ -15,7 +15,9 @@ REFERENCE = {  # Hounsel et al. 2019: added delay, jitter, loss, rate up, rate d
 
 
 def test_shipped_profiles():
-    assert {"wired", "4g", "4g-lossy", "3g", "4g-symmetric", "4g-lossy-symmetric", "3g-symmetric"} <= set(available_profiles())
+    assert {"wired", "4g", "4g-lossy", "3g", "4g-symmetric", "4g-lossy-symmetric", "3g-symmetric"} <= set(
+        available_profiles()
+    )
     assert not load_link_profile("wired").shaped
 
 
@@ -23,7 +25,12 @@ def test_shipped_profiles():
 def test_reference_links_shape_the_clients_egress_only(name):
     delay, jitter, loss, up, down = REFERENCE[name]
     p = load_link_profile(name)
-    assert (p.uplink.delay_ms, p.uplink.jitter_ms, p.uplink.loss_percent, p.uplink.rate_mbit) == (delay, jitter, loss, up)
+    assert (p.uplink.delay_ms, p.uplink.jitter_ms, p.uplink.loss_percent, p.uplink.rate_mbit) == (
+        delay,
+        jitter,
+        loss,
+        up,
+    )
     assert (p.downlink.delay_ms, p.downlink.jitter_ms, p.downlink.loss_percent, p.downlink.rate_mbit) == (0, 0, 0, down)
     assert "Hounsel" in p.source
 
@@ -37,13 +44,16 @@ def test_symmetric_variants_keep_the_round_trip(name):
         assert symmetric.round_trip()[key] == pytest.approx(value, abs=0.002)
 
 
-@pytest.mark.parametrize("body, key", [
-    ("[uplink]\ndelay_ms = -1\n", "uplink.delay_ms"),
-    ("[uplink]\nloss_percent = 101\n", "uplink.loss_percent"),
-    ("[downlink]\nrate_mbit = 0\n", "downlink.rate_mbit"),
-    ("[downlink]\nlatency_ms = 3\n", "downlink.latency_ms"),
-    ("colour = 'red'\n", "colour"),
-])
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        ("[uplink]\ndelay_ms = -1\n", "uplink.delay_ms"),
+        ("[uplink]\nloss_percent = 101\n", "uplink.loss_percent"),
+        ("[downlink]\nrate_mbit = 0\n", "downlink.rate_mbit"),
+        ("[downlink]\nlatency_ms = 3\n", "downlink.latency_ms"),
+        ("colour = 'red'\n", "colour"),
+    ],
+)
 def test_impossible_values_and_unknown_keys_are_refused_by_file_and_key(tmp_path, body, key):
     path = tmp_path / "mine.toml"
     path.write_text('description = "x"\nsource = "y"\n' + body)

@@ -8,19 +8,30 @@ from harness.outcome import ErrorClass, Signals, classify, error_page
 
 
 def signals(**changes) -> Signals:
-    base = dict(exception=None, document_uri="https://example.lab.test/", on_load_ms=412.0, driver_failure=None,
-                arm_problem=None, proof_valid=True, proof_reason="", har_problem=None)
+    base = dict(
+        exception=None,
+        document_uri="https://example.lab.test/",
+        on_load_ms=412.0,
+        driver_failure=None,
+        arm_problem=None,
+        proof_valid=True,
+        proof_reason="",
+        har_problem=None,
+    )
     return Signals(**{**base, **changes})
 
 
 NETERROR = "about:neterror?e={}&u=https%3A//x.test/&c=UTF-8&d=We%20can%E2%80%99t%20connect"
 
 
-@pytest.mark.parametrize("uri, kind, code", [
-    (NETERROR.format("dnsNotFound"), "neterror", "dnsNotFound"),
-    ("about:certerror?e=nssBadCert&u=https%3A//badcert.lab.test/", "certerror", "nssBadCert"),
-    ("about:neterror", "neterror", "unknown"),
-])
+@pytest.mark.parametrize(
+    "uri, kind, code",
+    [
+        (NETERROR.format("dnsNotFound"), "neterror", "dnsNotFound"),
+        ("about:certerror?e=nssBadCert&u=https%3A//badcert.lab.test/", "certerror", "nssBadCert"),
+        ("about:neterror", "neterror", "unknown"),
+    ],
+)
 def test_error_page_codes_come_from_the_uri_query(uri, kind, code):
     page = error_page(uri)
     assert (page.kind, page.code) == (kind, code)
@@ -39,7 +50,11 @@ def test_successful():
 
 def test_dns_not_found_is_a_dns_error_in_both_taxonomies():
     outcome = classify(signals(exception="WebDriverException", document_uri=NETERROR.format("dnsNotFound")))
-    assert (outcome.error_class, outcome.detail, outcome.paper_2019) == (ErrorClass.DNS_ERROR, "dnsNotFound", "DNS Error")
+    assert (outcome.error_class, outcome.detail, outcome.paper_2019) == (
+        ErrorClass.DNS_ERROR,
+        "dnsNotFound",
+        "DNS Error",
+    )
 
 
 def test_connection_failure_is_other_error_but_dns_error_in_paper_2019():
@@ -49,8 +64,11 @@ def test_connection_failure_is_other_error_but_dns_error_in_paper_2019():
 
 
 def test_certificate_error_page_is_other_error_with_its_code():
-    outcome = classify(signals(exception="InsecureCertificateException",
-                               document_uri="about:certerror?e=nssBadCert&u=https%3A//b.test/"))
+    outcome = classify(
+        signals(
+            exception="InsecureCertificateException", document_uri="about:certerror?e=nssBadCert&u=https%3A//b.test/"
+        )
+    )
     assert (outcome.error_class, outcome.detail) == (ErrorClass.OTHER_ERROR, "nssBadCert")
 
 
@@ -66,11 +84,14 @@ def test_message_text_is_never_read():
     assert outcome.error_class is ErrorClass.PAGE_LOAD_TIMEOUT
 
 
-@pytest.mark.parametrize("change, prefix", [
-    (dict(driver_failure="start: SessionNotCreatedException: x"), "browser: "),
-    (dict(arm_problem="the DoT stub (stubby) is not running"), "arm: "),
-    (dict(proof_valid=False, proof_reason="the resolver received no dot query"), "arm-proof: "),
-])
+@pytest.mark.parametrize(
+    "change, prefix",
+    [
+        (dict(driver_failure="start: SessionNotCreatedException: x"), "browser: "),
+        (dict(arm_problem="the DoT stub (stubby) is not running"), "arm: "),
+        (dict(proof_valid=False, proof_reason="the resolver received no dot query"), "arm-proof: "),
+    ],
+)
 def test_harness_failures_are_never_charged_to_the_protocol(change, prefix):
     # Even when the page shows dnsNotFound, a dead stub or unproven arm is the harness's failure.
     outcome = classify(signals(exception="WebDriverException", document_uri=NETERROR.format("dnsNotFound"), **change))
@@ -86,7 +107,8 @@ def test_invalid_har_is_infrastructure_strictly_and_its_own_class_in_paper_2019(
 
 
 def test_a_broken_link_is_infrastructure_whatever_the_page_did():
-    outcome = classify(signals(link_problem="shaping daemon(s) not running: shaper-uplink",
-                               exception="TimeoutException"))
+    outcome = classify(
+        signals(link_problem="shaping daemon(s) not running: shaper-uplink", exception="TimeoutException")
+    )
     assert outcome.error_class is ErrorClass.INFRASTRUCTURE and outcome.detail.startswith("link: ")
     assert not outcome.counted

@@ -8,8 +8,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -47,7 +47,7 @@ def test_the_plan_is_random_but_the_same_for_the_same_seed():
     # Sites are shuffled per block and configurations per site.
     first_sites = [next(v.site for v in visits if v.block == b) for b in range(6)]
     assert len(set(first_sites)) > 1
-    per_site = [tuple((v.resolver, v.protocol) for v in visits[i:i + 6]) for i in range(0, 60, 6)]
+    per_site = [tuple((v.resolver, v.protocol) for v in visits[i : i + 6]) for i in range(0, 60, 6)]
     assert len(set(per_site)) > 1
 
 
@@ -59,8 +59,16 @@ def test_the_store_takes_the_plan_and_hands_out_visits_in_order(tmp_path):
     assert first == plan()[0]
     har = tmp_path / "a.har.gz"
     har.write_bytes(b"x")
-    record = {"visit_id": "v1", "started_at": "t", "error_class": "Successful", "detail": "",
-              "paper_2019": "Successful", "counted": True, "on_load_ms": 812.5, "har_path": str(har)}
+    record = {
+        "visit_id": "v1",
+        "started_at": "t",
+        "error_class": "Successful",
+        "detail": "",
+        "paper_2019": "Successful",
+        "counted": True,
+        "on_load_ms": 812.5,
+        "har_path": str(har),
+    }
     store.complete("s1", first, record)
     assert store.next_planned("s1") == plan()[1] and store.progress("s1") == (1, 360)
     with pytest.raises(HarnessError, match="was done before"):
@@ -98,8 +106,7 @@ def test_killed_at_random_moments_the_crawl_loses_and_repeats_nothing(tmp_path):
     rng = random.Random(2019)
     kills = 0
     for _ in range(60):
-        worker = subprocess.Popen(WORKER + [str(path), "s1", str(hars)],
-                                  cwd=os.getcwd())
+        worker = subprocess.Popen(WORKER + [str(path), "s1", str(hars)], cwd=os.getcwd())
         try:
             worker.wait(timeout=rng.uniform(0.15, 0.5))
             break  # finished the plan
@@ -108,8 +115,7 @@ def test_killed_at_random_moments_the_crawl_loses_and_repeats_nothing(tmp_path):
             worker.wait()
             kills += 1
     else:
-        subprocess.run(WORKER + [str(path), "s1", str(hars)], check=True,
-                       timeout=120)
+        subprocess.run(WORKER + [str(path), "s1", str(hars)], check=True, timeout=120)
     assert kills >= 3, "the worker finished before it could be killed: make the plan larger"
     store = Store(path)
     rows = store.db.execute("SELECT ordinal, status, visit_id, har_path FROM visits ORDER BY ordinal").fetchall()

@@ -33,7 +33,7 @@ def test_unknown_key_names_file_key_and_line(tmp_path):
     with pytest.raises(HarnessError) as err:
         load_lab_config(path)
     message = str(err.value)
-    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l.startswith("web_adresses"))
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("web_adresses"))
     assert f"{path}:{line}: web_adresses: unknown key" in message
     assert "\n" not in message
 
@@ -42,7 +42,7 @@ def test_negative_rtt_refused_with_line(tmp_path):
     path = _variant(tmp_path, "upstream_rtt_ms = 40", "upstream_rtt_ms = -5")
     with pytest.raises(HarnessError) as err:
         load_lab_config(path)
-    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if "upstream_rtt_ms" in l)
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "upstream_rtt_ms" in text)
     assert f":{line}: resolvers.1.upstream_rtt_ms:" in str(err.value)
     assert "-5" in str(err.value)
 

@@ -18,8 +18,14 @@ from harness.timer import TimerSettings, timer_argv
 from tests.synthetic import make_store
 from tests.test_study import GOOD, write_study
 
-RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query",
-                    doq_port=8853, doh3_uri="https://near.dns.lab.test:8443/dns-query")
+RESOLVER = Resolver(
+    "near",
+    "198.18.1.53",
+    "near.dns.lab.test",
+    "https://near.dns.lab.test/dns-query",
+    doq_port=8853,
+    doh3_uri="https://near.dns.lab.test:8443/dns-query",
+)
 CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
 
 
@@ -74,8 +80,9 @@ def test_the_store_carries_the_order_and_the_analysis_follows_it(tmp_path):
 
     browser = protocols.browser_protocols()
     scrambled = [("r", p) for p in reversed(browser)]
-    store = make_store(tmp_path / "s.sqlite", lambda *a: ("Successful", 1000.0, "Successful"), sites=4,
-                       configurations=scrambled)
+    store = make_store(
+        tmp_path / "s.sqlite", lambda *a: ("Successful", 1000.0, "Successful"), sites=4, configurations=scrambled
+    )
     assert configurations(load(store).visits) == [("r", p) for p in browser]
 
 

@@ -14,9 +14,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_layout():
-    for path in ("harness/lab", "timer", "tranco/paper-2019-sites.txt", "profiles", "analysis",
-                 "notebooks", "docker", "tests", "docs/architecture.md", "requirements.txt",
-                 "pyproject.toml", "delayer/go.sum"):
+    for path in (
+        "harness/lab",
+        "timer",
+        "tranco/paper-2019-sites.txt",
+        "profiles",
+        "analysis",
+        "notebooks",
+        "docker",
+        "tests",
+        "docs/architecture.md",
+        "requirements.txt",
+        "pyproject.toml",
+        "delayer/go.sum",
+    ):
         assert (ROOT / path).exists(), path
     assert not (ROOT / "tranco" / "__init__.py").exists()  # data, not a package
 
@@ -45,7 +56,7 @@ def _quick_start():
     text = (ROOT / "README.md").read_text()
     block = re.search(r"## Quick start.*?```(?:sh|bash)?\n(.*?)```", text, re.S)
     assert block, "README has a Quick start code block"
-    return [l.strip() for l in block.group(1).splitlines() if l.strip() and not l.strip().startswith("#")]
+    return [line.strip() for line in block.group(1).splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
 def test_readme_quick_start_has_exactly_two_commands():
@@ -56,8 +67,11 @@ def test_readme_quick_start_has_exactly_two_commands():
 
 def test_ci_runs_the_readme_test_command_and_nothing_else():
     test_command = _quick_start()[1]
-    ci = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines()
-          if l.strip() and not l.startswith("#") and not l.startswith("set ") and not l.startswith("cd ")]
+    ci = [
+        line.strip()
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and not line.startswith("set ") and not line.startswith("cd ")
+    ]
     assert ci == [test_command]
 
 

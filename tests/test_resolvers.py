@@ -12,8 +12,11 @@ from harness.resolvers import available_resolvers, host_resolver, load_resolver
 def test_shipped_public_resolvers_load_with_every_endpoint():
     assert {"default", "cloudflare", "google", "quad9"} <= set(available_resolvers())
     cf = load_resolver("cloudflare")
-    assert (cf.address, cf.tls_name, cf.doh_uri) == ("1.1.1.1", "cloudflare-dns.com",
-                                                     "https://cloudflare-dns.com/dns-query")
+    assert (cf.address, cf.tls_name, cf.doh_uri) == (
+        "1.1.1.1",
+        "cloudflare-dns.com",
+        "https://cloudflare-dns.com/dns-query",
+    )
     assert cf.control_config is None  # no statistics from a public resolver
     with pytest.raises(HarnessError, match="no resolver profile 'nope'"):
         load_resolver("nope")

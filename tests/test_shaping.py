@@ -46,8 +46,9 @@ def netem_shaper(lab):
 
 
 def qdiscs(lab) -> str:
-    return subprocess.run(netns.command(lab.config.namespaces["shaper"], ["tc", "qdisc", "show"]),
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        netns.command(lab.config.namespaces["shaper"], ["tc", "qdisc", "show"]), capture_output=True, text=True
+    ).stdout
 
 
 def test_auto_chooses_netem_only_where_the_kernel_has_it_and_a_forced_netem_says_why_not(lab):
@@ -126,7 +127,9 @@ def test_switching_and_clearing_leave_no_shaping_behind(lab, shaper):
     pids = [d.pid for d in shaper.daemons()]
     shaper.clear()
     assert "tbf" not in qdiscs(lab)
-    assert not any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split(") ")[1][0] != "Z" for p in pids)
+    assert not any(
+        os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split(") ")[1][0] != "Z" for p in pids
+    )
     check = check_link(lab, load_link_profile("wired"), None, probes=200, seconds=1)
     assert check.rtt_mean_ms < 5 and check.uplink_lost == 0
 

@@ -60,7 +60,9 @@ def test_the_paper_csv_is_the_lab_list_with_its_ranks():
     ranked = load_tranco(PROJECT_ROOT / "tranco" / "paper-2019.csv")
     plain = load_site_list(PROJECT_ROOT / "tranco" / "paper-2019-sites.txt", 1000)
     assert list(ranked.ranks.values()) == [s.domain for s in plain]
-    assert min(ranks := list(ranked.ranks)) == 1 and ranks[999] == 1000 and ranks[1000] == 99001 and max(ranks) == 100000
+    assert (
+        min(ranks := list(ranked.ranks)) == 1 and ranks[999] == 1000 and ranks[1000] == 99001 and max(ranks) == 100000
+    )
 
 
 def test_a_study_resolves_its_selections(tmp_path):
@@ -70,18 +72,39 @@ def test_a_study_resolves_its_selections(tmp_path):
     assert loaded.plan() == loaded.plan()  # deterministic from the seed
 
 
-@pytest.mark.parametrize("change, message", [
-    (("rounds = 2", "rounds = 2\ncolour = 1"), r"mini.toml:7: colour: unknown key"),
-    (('networks = ["wired", "4g"]', 'networks = ["wired", "5g"]'), r"mini.toml:\d+: networks: .*no network profile '5g'"),
-    (('resolvers = ["near", "far"]', 'resolvers = ["near", "near"]'), r"mini.toml:\d+: resolvers: .*'near' is listed twice"),
-    (('protocols = ["do53", "dot", "doh"]', 'protocols = ["do53", "dnscrypt"]'), r"mini.toml:\d+: protocols.1: .*no browser arm for protocol 'dnscrypt' \(have: do53, dot, doh"),
-    (("ranks = [1, 4]", "ranks = [4, 1]"), r"mini.toml:\d+: sites.select.0.ranks: .*first <= last"),
-    (("ranks = [1, 4]", "ranks = [200001, 200010]"), r"mini.toml:\d+: sites.select.0.ranks: the list .* has no site ranked 200001-200010"),
-    (("ranks = [99001, 99010]", "ranks = [3, 10]"), r"mini.toml:\d+: sites.select.1.ranks: rank 3 is also in selection 0"),
-    (('target = "lab"', 'target = "internet"'), r"mini.toml:\d+: resolvers: no resolver profile 'near'"),
-    (("seed = 7", 'seed = "seven"'), r"mini.toml:5: seed: Input should be a valid integer"),
-    (('[sites]\n', '[sites]\ntranco_id = "X5Y7N"\n'), r"mini.toml:\d+: sites: give exactly one of 'list' \(a file\) and 'tranco_id'$"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("rounds = 2", "rounds = 2\ncolour = 1"), r"mini.toml:7: colour: unknown key"),
+        (
+            ('networks = ["wired", "4g"]', 'networks = ["wired", "5g"]'),
+            r"mini.toml:\d+: networks: .*no network profile '5g'",
+        ),
+        (
+            ('resolvers = ["near", "far"]', 'resolvers = ["near", "near"]'),
+            r"mini.toml:\d+: resolvers: .*'near' is listed twice",
+        ),
+        (
+            ('protocols = ["do53", "dot", "doh"]', 'protocols = ["do53", "dnscrypt"]'),
+            r"mini.toml:\d+: protocols.1: .*no browser arm for protocol 'dnscrypt' \(have: do53, dot, doh",
+        ),
+        (("ranks = [1, 4]", "ranks = [4, 1]"), r"mini.toml:\d+: sites.select.0.ranks: .*first <= last"),
+        (
+            ("ranks = [1, 4]", "ranks = [200001, 200010]"),
+            r"mini.toml:\d+: sites.select.0.ranks: the list .* has no site ranked 200001-200010",
+        ),
+        (
+            ("ranks = [99001, 99010]", "ranks = [3, 10]"),
+            r"mini.toml:\d+: sites.select.1.ranks: rank 3 is also in selection 0",
+        ),
+        (('target = "lab"', 'target = "internet"'), r"mini.toml:\d+: resolvers: no resolver profile 'near'"),
+        (("seed = 7", 'seed = "seven"'), r"mini.toml:5: seed: Input should be a valid integer"),
+        (
+            ("[sites]\n", '[sites]\ntranco_id = "X5Y7N"\n'),
+            r"mini.toml:\d+: sites: give exactly one of 'list' \(a file\) and 'tranco_id'$",
+        ),
+    ],
+)
 def test_a_study_with_a_mistake_gets_one_line_naming_file_line_and_key(tmp_path, change, message):
     path = write_study(tmp_path, GOOD.replace(*change, 1))
     with pytest.raises(HarnessError, match=message) as error:
@@ -97,15 +120,18 @@ def test_a_missing_list_or_study_is_named(tmp_path):
         load_study("nosuch")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("1,a.com\n2,b.com,extra\n", r"list.csv:2: expected 'rank,domain', got 3 field"),
-    ("1,a.com\nx,b.com\n", r"list.csv:2: rank must be a positive integer, got 'x'"),
-    ("1,a.com\n3,b.com\n2,c.com\n", r"list.csv:3: rank 2 after rank 3: ranks must increase"),
-    ("1,a.com\n2,b.com\n3,a.com\n", r"list.csv:3: a.com is already on line 1"),
-    ("1,a.com\n2,not a domain\n", r"list.csv:2: not a domain name: 'not a domain'"),
-    ("1,a.com\n2,xn--.com\n", r"list.csv:2: not a domain name"),
-    ("", r"list.csv: the list has no rows"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1,a.com\n2,b.com,extra\n", r"list.csv:2: expected 'rank,domain', got 3 field"),
+        ("1,a.com\nx,b.com\n", r"list.csv:2: rank must be a positive integer, got 'x'"),
+        ("1,a.com\n3,b.com\n2,c.com\n", r"list.csv:3: rank 2 after rank 3: ranks must increase"),
+        ("1,a.com\n2,b.com\n3,a.com\n", r"list.csv:3: a.com is already on line 1"),
+        ("1,a.com\n2,not a domain\n", r"list.csv:2: not a domain name: 'not a domain'"),
+        ("1,a.com\n2,xn--.com\n", r"list.csv:2: not a domain name"),
+        ("", r"list.csv: the list has no rows"),
+    ],
+)
 def test_a_malformed_tranco_list_is_refused_naming_the_line(tmp_path, text, message):
     path = tmp_path / "list.csv"
     path.write_text(text)

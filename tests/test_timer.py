@@ -15,10 +15,10 @@ import pytest
 
 from harness.bench import Handshake, LossSweep, Repeat, handshake, loss_sweep, repeat
 from harness.capture import capture, do53_wire_us
+from harness.protocols import timer_protocols
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.protocols import timer_protocols
 from harness.timer import BIN, TimerSettings, time_names
 
 PROTOCOLS = timer_protocols()
@@ -57,8 +57,9 @@ def test_every_protocol_answers_with_one_connection_reused(lab, protocol):
 
 @pytest.mark.parametrize("protocol", ["dot", "doh", "doq", "doh3"])
 def test_without_reuse_every_query_opens_a_connection(lab, protocol):
-    timings = time_names(lab.client_side(), protocol, lab.resolver("near"), ["www.lab.test"] * 3,
-                         TimerSettings(reuse=False))
+    timings = time_names(
+        lab.client_side(), protocol, lab.resolver("near"), ["www.lab.test"] * 3, TimerSettings(reuse=False)
+    )
     assert all(t.ok and t.new_connection and t.handshake_us > 0 and not t.reuse for t in timings)
 
 
@@ -86,22 +87,40 @@ def test_malformed_names_are_records_not_crashes(lab):
 
 @pytest.mark.parametrize("program", ["dnstimer", "quictimer"])
 def test_usage_errors_are_one_line(lab, program):
-    proc = subprocess.run([str(BIN / program), "--protocol", "dnscrypt", "--server", "198.18.0.1"],
-                          input="", capture_output=True, text=True, timeout=10)
+    proc = subprocess.run(
+        [str(BIN / program), "--protocol", "dnscrypt", "--server", "198.18.0.1"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert proc.returncode == 2
     first = proc.stderr.splitlines()[0]
     assert "unknown protocol 'dnscrypt'" in first
-    proc = subprocess.run([str(BIN / program), "--protocol", "doq" if program == "quictimer" else "dot",
-                           "--server", "not-an-ip", "--tls-name", "x"], input="", capture_output=True, text=True,
-                          timeout=10)
+    proc = subprocess.run(
+        [
+            str(BIN / program),
+            "--protocol",
+            "doq" if program == "quictimer" else "dot",
+            "--server",
+            "not-an-ip",
+            "--tls-name",
+            "x",
+        ],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert proc.returncode == 2 and "'not-an-ip' is not an IP address" in proc.stderr
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_an_unreachable_resolver_times_out_within_the_timeout(lab, protocol):
     dead = replace(lab.resolver("near"), address=lab.config.addresses.hang)  # accepts, never answers
-    timings = time_names(lab.client_side(), protocol, dead, ["www.lab.test", "google.com"],
-                         TimerSettings(timeout_ms=700))
+    timings = time_names(
+        lab.client_side(), protocol, dead, ["www.lab.test", "google.com"], TimerSettings(timeout_ms=700)
+    )
     assert len(timings) == 2
     assert all(t.status in ("timeout", "error") and t.duration_us < 700_000 + 1_500_000 for t in timings)
     assert timings[0].status == "timeout" or protocol in ("doq", "doh3")  # QUIC: the handshake times out as an error
@@ -111,8 +130,12 @@ def test_an_unreachable_resolver_times_out_within_the_timeout(lab, protocol):
 @pytest.mark.parametrize("protocol", ["dot", "doh", "doq", "doh3"])
 def test_a_wrong_tls_name_is_an_error_record(lab, protocol):
     near = lab.resolver("near")
-    wrong = replace(near, tls_name="far.dns.lab.test", doh_uri=near.doh_uri.replace("near", "far"),
-                    doh3_uri=near.doh3_uri.replace("near", "far"))
+    wrong = replace(
+        near,
+        tls_name="far.dns.lab.test",
+        doh_uri=near.doh_uri.replace("near", "far"),
+        doh3_uri=near.doh3_uri.replace("near", "far"),
+    )
     # The override sends the request to near's address; its certificate names near, not far.
     timings = time_names(lab.client_side(), protocol, wrong, ["www.lab.test"], TimerSettings(timeout_ms=2000))
     assert timings[0].status == "error" and timings[0].rcode is None
@@ -153,31 +176,62 @@ def test_the_timer_command_times_every_har_hostname(lab, tmp_path):
     from tests.test_timer_units import _har
 
     har = tmp_path / "visit.har"
-    har.write_text(json.dumps(_har(["https://www.lab.test/", "https://google.com/a.js",
-                                    "https://www.google.com/b.css"])))
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "timer", str(har), "--protocol", "do53",
-                           "--protocol", "doq", "--resolver", "near", "--resolver", "far",
-                           "--results", str(tmp_path / "out"), "--prefix", lab.config.prefix,
-                           "--subnet", lab.config.settings.subnet], capture_output=True, text=True, timeout=120)
+    har.write_text(
+        json.dumps(_har(["https://www.lab.test/", "https://google.com/a.js", "https://www.google.com/b.css"]))
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "timer",
+            str(har),
+            "--protocol",
+            "do53",
+            "--protocol",
+            "doq",
+            "--resolver",
+            "near",
+            "--resolver",
+            "far",
+            "--results",
+            str(tmp_path / "out"),
+            "--prefix",
+            lab.config.prefix,
+            "--subnet",
+            lab.config.settings.subnet,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = [json.loads(line) for line in (tmp_path / "out" / "timings.jsonl").read_text().splitlines()]
     assert len(records) == 3 * 2 * 2
-    assert {(r["resolver"], r["protocol"]) for r in records} == {(r, p) for r in ("near", "far") for p in ("do53", "doq")}
+    assert {(r["resolver"], r["protocol"]) for r in records} == {
+        (r, p) for r in ("near", "far") for p in ("do53", "doq")
+    }
     assert all(r["status"] == "ok" and r["network"] == "wired" for r in records)
 
 
 def test_bench_loss_sweep_sees_the_loss_and_handshake_counts_rtts(lab, shaper):
-    sweep = loss_sweep(lab, lab.resolver("near"), lab.web_hostnames()[:50],
-                       LossSweep(source="test", loss_percent=[0, 20], protocols=["do53", "dot"], seconds=2,
-                                 timeout_ms=500))
+    sweep = loss_sweep(
+        lab,
+        lab.resolver("near"),
+        lab.web_hostnames()[:50],
+        LossSweep(source="test", loss_percent=[0, 20], protocols=["do53", "dot"], seconds=2, timeout_ms=500),
+    )
     rows = {(r["loss_percent"], r["protocol"]): r for r in sweep.rows}
     assert rows[(0, "do53")]["success_rate"] == 1.0 and rows[(0, "dot")]["success_rate"] == 1.0
     # 20 % each way: Do53 loses answers outright, DoT retransmits and slows down.
     assert rows[(20, "do53")]["success_rate"] < 1.0
     assert rows[(20, "dot")]["queries_per_second"] < rows[(0, "dot")]["queries_per_second"] / 5
     assert len(sweep.timings) == sum(r["queries"] for r in sweep.rows)
-    hs = handshake(lab, lab.resolver("near"), Handshake(source="test", samples=4, protocols=["dot", "doq"],
-                                                         network="4g-symmetric", rtt_probes=30))
+    hs = handshake(
+        lab,
+        lab.resolver("near"),
+        Handshake(source="test", samples=4, protocols=["dot", "doq"], network="4g-symmetric", rtt_probes=30),
+    )
     ratio = {r["protocol"]: r["ratio_median"] for r in hs.rows}
     assert 1.6 < ratio["dot"] < 2.8 and 0.8 < ratio["doq"] < 1.6
 
@@ -194,8 +248,11 @@ def test_a_truncated_do53_answer_is_retried_over_tcp(lab):
 
 
 def test_bench_repeat_reports_mean_and_rsd_per_resolver_and_protocol(lab, tmp_path):
-    result = repeat(lab, [lab.resolver("near"), lab.resolver("far")],
-                    Repeat(source="test", queries=10, name="www.lab.test", protocols=["do53", "doq"]))
+    result = repeat(
+        lab,
+        [lab.resolver("near"), lab.resolver("far")],
+        Repeat(source="test", queries=10, name="www.lab.test", protocols=["do53", "doq"]),
+    )
     rows = {(r["resolver"], r["protocol"]): r for r in result.rows}
     assert set(rows) == {(r, p) for r in ("near", "far") for p in ("do53", "doq")}
     assert all(r["answered"] == 10 and r["rsd_percent"] is not None for r in rows.values())

@@ -14,17 +14,42 @@ from harness.errors import HarnessError
 from harness.shaping.profile import load_link_profile
 from harness.timer import TimerSettings, Timing, hostnames_from_hars, shuffled, timer_argv
 
-LAB = Resolver(name="near", address="198.18.1.53", tls_name="near.dns.lab.test",
-               doh_uri="https://near.dns.lab.test/dns-query", doq_port=8853,
-               doh3_uri="https://near.dns.lab.test:8443/dns-query")
+LAB = Resolver(
+    name="near",
+    address="198.18.1.53",
+    tls_name="near.dns.lab.test",
+    doh_uri="https://near.dns.lab.test/dns-query",
+    doq_port=8853,
+    doh3_uri="https://near.dns.lab.test:8443/dns-query",
+)
 PLAIN = Resolver(name="plain", address="192.0.2.1", tls_name="x.test", doh_uri="https://x.test/dns-query")
 CA = Path("/tmp/ca.pem")
 
-RECORD = {"index": 3, "name": "www.lab.test", "type": "A", "protocol": "dot", "resolver": "near",
-          "server": "198.18.1.53", "start": 1.5, "duration_us": 3200, "new_connection": True,
-          "tcp_setup_us": 200, "tls_setup_us": 1100, "rcode": 0, "answers": 1, "status": "ok",
-          "transport": "tls", "error": None, "concurrency": 1, "interval_ms": 0, "timeout_ms": 5000,
-          "idle_timeout_ms": 10000, "nagle": False, "library": "getdns", "reuse": True}
+RECORD = {
+    "index": 3,
+    "name": "www.lab.test",
+    "type": "A",
+    "protocol": "dot",
+    "resolver": "near",
+    "server": "198.18.1.53",
+    "start": 1.5,
+    "duration_us": 3200,
+    "new_connection": True,
+    "tcp_setup_us": 200,
+    "tls_setup_us": 1100,
+    "rcode": 0,
+    "answers": 1,
+    "status": "ok",
+    "transport": "tls",
+    "error": None,
+    "concurrency": 1,
+    "interval_ms": 0,
+    "timeout_ms": 5000,
+    "idle_timeout_ms": 10000,
+    "nagle": False,
+    "library": "getdns",
+    "reuse": True,
+}
 
 
 def test_a_record_parses_and_its_handshake_is_tcp_plus_tls():
@@ -70,17 +95,51 @@ def test_the_order_is_random_but_reproducible():
 
 
 def _har(urls: list[str]) -> dict:
-    entry = lambda u: {"pageref": "page_1", "startedDateTime": "2026-01-01T00:00:00.000Z", "time": 1,
-                       "request": {"method": "GET", "url": u, "httpVersion": "HTTP/2", "headers": [],
-                                   "queryString": [], "cookies": [], "headersSize": -1, "bodySize": 0},
-                       "response": {"status": 200, "statusText": "", "httpVersion": "HTTP/2", "headers": [],
-                                    "cookies": [], "content": {"size": 0, "mimeType": "text/html"},
-                                    "redirectURL": "", "headersSize": -1, "bodySize": 0},
-                       "cache": {}, "timings": {"send": 0, "wait": 1, "receive": 0}}
-    return {"log": {"version": "1.2", "creator": {"name": "t", "version": "1"},
-                    "pages": [{"id": "page_1", "startedDateTime": "2026-01-01T00:00:00.000Z", "title": urls[0],
-                               "pageTimings": {"onContentLoad": 1, "onLoad": 2}}],
-                    "entries": [entry(u) for u in urls]}}
+    def entry(u: str) -> dict:
+        return {
+            "pageref": "page_1",
+            "startedDateTime": "2026-01-01T00:00:00.000Z",
+            "time": 1,
+            "request": {
+                "method": "GET",
+                "url": u,
+                "httpVersion": "HTTP/2",
+                "headers": [],
+                "queryString": [],
+                "cookies": [],
+                "headersSize": -1,
+                "bodySize": 0,
+            },
+            "response": {
+                "status": 200,
+                "statusText": "",
+                "httpVersion": "HTTP/2",
+                "headers": [],
+                "cookies": [],
+                "content": {"size": 0, "mimeType": "text/html"},
+                "redirectURL": "",
+                "headersSize": -1,
+                "bodySize": 0,
+            },
+            "cache": {},
+            "timings": {"send": 0, "wait": 1, "receive": 0},
+        }
+
+    return {
+        "log": {
+            "version": "1.2",
+            "creator": {"name": "t", "version": "1"},
+            "pages": [
+                {
+                    "id": "page_1",
+                    "startedDateTime": "2026-01-01T00:00:00.000Z",
+                    "title": urls[0],
+                    "pageTimings": {"onContentLoad": 1, "onLoad": 2},
+                }
+            ],
+            "entries": [entry(u) for u in urls],
+        }
+    }
 
 
 def test_hostnames_come_from_every_har_once(tmp_path):

@@ -37,9 +37,13 @@ def visit_once(visitor: Visitor, url: str, protocol: str, resolver: str = "near"
 
 def browser_processes(visitor: Visitor) -> list[int]:
     uid = visitor.account.uid
-    return [pid for pid in netns.pids_in(visitor.client.namespace)
-            if os.path.exists(f"/proc/{pid}") and os.stat(f"/proc/{pid}").st_uid == uid
-            and open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"]
+    return [
+        pid
+        for pid in netns.pids_in(visitor.client.namespace)
+        if os.path.exists(f"/proc/{pid}")
+        and os.stat(f"/proc/{pid}").st_uid == uid
+        and open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"
+    ]
 
 
 @pytest.mark.parametrize("protocol", ["do53", "dot", "doh"])
@@ -185,8 +189,11 @@ def test_fifty_visits_leave_nothing_behind(lab, visitor):
         classes.append(visit_once(visitor, PAGE, protocol).error_class)
     assert classes.count("Successful") == 50, classes
     assert browser_processes(visitor) == []
-    assert [pid for pid in netns.pids_in(visitor.client.namespace)
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "stubby"] == []
+    assert [
+        pid
+        for pid in netns.pids_in(visitor.client.namespace)
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "stubby"
+    ] == []
     assert list((lab.run_dir / "visits").iterdir()) == []
     assert len(os.listdir("/proc/self/fd")) <= fds_before + 2
     account = BrowserAccount.lookup()

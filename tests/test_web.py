@@ -5,14 +5,13 @@ from __future__ import annotations
 import statistics
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 
 from harness.errors import HarnessError
 from harness.lab.config import load_lab_config
 from harness.lab.pageshape import load_page_shape
-from harness.lab.web import build_web, bucket_sizes, fingerprint, write_web
+from harness.lab.web import bucket_sizes, build_web, fingerprint, write_web
 from harness.paths import project_path
 from harness.sitelist import load_site_list
 

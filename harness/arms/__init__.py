@@ -11,8 +11,9 @@ from harness.arms.base import ClientSide, DnsArm, Resolver
 from harness.protocols import arm_class
 
 
-def make_arm(protocol: str, resolver: Resolver, client: ClientSide, persistent: bool = False,
-             idle_timeout_ms: int = 10_000) -> DnsArm:
+def make_arm(
+    protocol: str, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000
+) -> DnsArm:
     """A new arm for ``protocol`` (one of `harness.protocols.browser_protocols()`)."""
     return arm_class(protocol)(resolver, client, persistent=persistent, idle_timeout_ms=idle_timeout_ms)
 

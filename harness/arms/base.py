@@ -21,12 +21,12 @@ class Resolver:
     """One resolver and its endpoints for every transport."""
 
     name: str
-    address: str         # Do53 and DoT address (and DoH bootstrap)
-    tls_name: str        # name its certificate carries (DoT authentication, DoH host)
+    address: str  # Do53 and DoT address (and DoH bootstrap)
+    tls_name: str  # name its certificate carries (DoT authentication, DoH host)
     doh_uri: str
     control_config: Path | None = None  # a lab resolver's unbound config: its statistics prove transports
-    doq_port: int | None = None         # DNS over QUIC (RFC 9250) on `address`, if served
-    doh3_uri: str | None = None         # DNS over HTTP/3, if served
+    doq_port: int | None = None  # DNS over QUIC (RFC 9250) on `address`, if served
+    doh3_uri: str | None = None  # DNS over HTTP/3, if served
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,9 @@ class ClientSide:
     """Where the browser runs: the lab's client namespace, or the Internet side's."""
 
     namespace: str
-    run_dir: Path            # per-lab run-time directory (stub configs, logs)
-    ca_file: Path            # the CA that signs resolver certificates
-    dead_resolver: str       # an address where no DNS server answers
+    run_dir: Path  # per-lab run-time directory (stub configs, logs)
+    ca_file: Path  # the CA that signs resolver certificates
+    dead_resolver: str  # an address where no DNS server answers
     browser_trusts_ca: bool = True  # import ca_file into Firefox (a lab CA); False: Firefox's own roots
     system_resolver: str | None = None  # the namespace's resolver between visits (None: the host's resolv.conf)
 
@@ -70,11 +70,10 @@ class DnsArm(ABC):
     non-zero and zero, derived from the protocol registry.
     """
 
-    protocol: ClassVar[str]         # set by `register_arm`
+    protocol: ClassVar[str]  # set by `register_arm`
     uses_stub: ClassVar[bool] = False  # the browser's queries go to a stub on the client's loopback first
 
-    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False,
-                 idle_timeout_ms: int = 10_000):
+    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
         self.resolver = resolver
         self.client = client
         self.persistent = persistent  # keep per-visit state (a stub and its connection) across visits
@@ -108,10 +107,10 @@ class DnsArm(ABC):
         """Why the arm itself is broken (a harness failure), or None if it is healthy."""
         return None
 
-    def finish_visit(self) -> None:
+    def finish_visit(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
         """Called after each visit; arms with per-visit state reset it here."""
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
         """Undo `start()`."""
 
     def describe(self) -> dict:

@@ -15,15 +15,15 @@ class DohArm(DnsArm):
     def firefox_prefs(self) -> dict[str, bool | int | str]:
         uri = self.resolver.doh_uri
         return {
-            "network.trr.mode": 3,                        # TRR only, no native fallback
+            "network.trr.mode": 3,  # TRR only, no native fallback
             "network.trr.uri": uri,
             "network.trr.custom_uri": uri,
             "network.trr.bootstrapAddr": self.resolver.address,  # no Do53 lookup of the DoH host
-            "network.trr.allow-rfc1918": True,            # lab answers are private addresses
-            "network.trr.confirmationNS": "skip",         # no confirmation query before use
+            "network.trr.allow-rfc1918": True,  # lab answers are private addresses
+            "network.trr.confirmationNS": "skip",  # no confirmation query before use
             "network.trr.excluded-domains": "",
             "network.trr.builtin-excluded-domains": "",
-            "network.trr.useGET": False,                  # POST, as the reference study's Firefox did
+            "network.trr.useGET": False,  # POST, as the reference study's Firefox did
             "network.trr.disable-ECS": True,
         }
 

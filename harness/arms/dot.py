@@ -26,8 +26,7 @@ STUB_ADDRESS = "127.0.0.1"
 class DotArm(DnsArm):
     uses_stub = True
 
-    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False,
-                 idle_timeout_ms: int = 10_000):
+    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
         super().__init__(resolver, client, persistent, idle_timeout_ms)
         self.stub: Daemon | None = None
 
@@ -40,23 +39,25 @@ class DotArm(DnsArm):
         """
         q = json.dumps
         address = ipaddress.IPv4Address(self.resolver.address)
-        return "\n".join([
-            "resolution_type: GETDNS_RESOLUTION_STUB",
-            "dns_transport_list: [GETDNS_TRANSPORT_TLS]",       # TLS only: no fallback to Do53
-            "tls_authentication: GETDNS_AUTHENTICATION_REQUIRED",  # the resolver's name must verify
-            "tls_query_padding_blocksize: 128",
-            "edns_client_subnet_private: 1",
-            f"idle_timeout: {int(self.idle_timeout_ms)}",
-            "round_robin_upstreams: 0",
-            f"listen_addresses: [{STUB_ADDRESS}@{DO53.port}]",
-            f"tls_ca_file: {q(str(self.client.ca_file))}",
-            f"appdata_dir: {q(str(self.client.run_dir / 'stubby'))}",
-            "upstream_recursive_servers:",
-            f"  - address_data: {address}",
-            f"    tls_port: {DOT.port}",
-            f"    tls_auth_name: {q(self.resolver.tls_name)}",
-            "",
-        ])
+        return "\n".join(
+            [
+                "resolution_type: GETDNS_RESOLUTION_STUB",
+                "dns_transport_list: [GETDNS_TRANSPORT_TLS]",  # TLS only: no fallback to Do53
+                "tls_authentication: GETDNS_AUTHENTICATION_REQUIRED",  # the resolver's name must verify
+                "tls_query_padding_blocksize: 128",
+                "edns_client_subnet_private: 1",
+                f"idle_timeout: {int(self.idle_timeout_ms)}",
+                "round_robin_upstreams: 0",
+                f"listen_addresses: [{STUB_ADDRESS}@{DO53.port}]",
+                f"tls_ca_file: {q(str(self.client.ca_file))}",
+                f"appdata_dir: {q(str(self.client.run_dir / 'stubby'))}",
+                "upstream_recursive_servers:",
+                f"  - address_data: {address}",
+                f"    tls_port: {DOT.port}",
+                f"    tls_auth_name: {q(self.resolver.tls_name)}",
+                "",
+            ]
+        )
 
     def start(self) -> None:
         if self.stub is not None and self.stub.alive():
@@ -67,13 +68,19 @@ class DotArm(DnsArm):
         conf = run / f"stubby-{self.resolver.name}.yml"
         conf.write_text(self.config())
         self.client.set_system_resolver(STUB_ADDRESS)
-        self.stub = Daemon(name=f"stubby-{self.resolver.name}", namespace=self.client.namespace,
-                           argv=["stubby", "-C", str(conf), "-v", "4"], log=str(run / "logs" / "stubby.log"),
-                           addresses=[f"{STUB_ADDRESS}:{DO53.port}"])
+        self.stub = Daemon(
+            name=f"stubby-{self.resolver.name}",
+            namespace=self.client.namespace,
+            argv=["stubby", "-C", str(conf), "-v", "4"],
+            log=str(run / "logs" / "stubby.log"),
+            addresses=[f"{STUB_ADDRESS}:{DO53.port}"],
+        )
         self.stub.start()
         if netns.wait_tcp(self.client.namespace, [(STUB_ADDRESS, DO53.port)], timeout=5.0):
             self.stop()
-            raise HarnessError(f"stubby did not listen on {STUB_ADDRESS}:{DO53.port} within 5 s (log: {run / 'logs' / 'stubby.log'})")
+            raise HarnessError(
+                f"stubby did not listen on {STUB_ADDRESS}:{DO53.port} within 5 s (log: {run / 'logs' / 'stubby.log'})"
+            )
 
     def problem(self) -> str | None:
         if self.stub is None or not self.stub.alive():
@@ -91,5 +98,10 @@ class DotArm(DnsArm):
             self.stub = None
 
     def describe(self) -> dict:
-        return {**super().describe(), "stub": "stubby", "tls_name": self.resolver.tls_name,
-                "stub_persistent": self.persistent, "idle_timeout_ms": self.idle_timeout_ms}
+        return {
+            **super().describe(),
+            "stub": "stubby",
+            "tls_name": self.resolver.tls_name,
+            "stub_persistent": self.persistent,
+            "idle_timeout_ms": self.idle_timeout_ms,
+        }

@@ -55,20 +55,26 @@ def required_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
 
 def resolver_counters(control_config: Path) -> dict[str, int]:
     """Queries an unbound resolver received so far per transport it counts: do53 (UDP and plain TCP), dot, doh."""
-    done = subprocess.run(["unbound-control", "-c", str(control_config), "stats_noreset"],
-                          capture_output=True, text=True, timeout=10)
+    done = subprocess.run(
+        ["unbound-control", "-c", str(control_config), "stats_noreset"], capture_output=True, text=True, timeout=10
+    )
     if done.returncode != 0:
-        raise HarnessError(f"cannot read resolver statistics ({control_config}): {done.stderr.strip() or done.stdout.strip()}")
+        raise HarnessError(
+            f"cannot read resolver statistics ({control_config}): {done.stderr.strip() or done.stdout.strip()}"
+        )
     raw = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     number = lambda key: int(float(raw.get(key, "0")))  # noqa: E731
-    total, tcp, tls, https = (number(k) for k in ("total.num.queries", "num.query.tcp", "num.query.tls", "num.query.https"))
+    total, tcp, tls, https = (
+        number(k) for k in ("total.num.queries", "num.query.tcp", "num.query.tls", "num.query.https")
+    )
     # unbound counts DoH inside tls and both inside tcp.
     return {f"{DO53.name}_udp": total - tcp, f"{DO53.name}_tcp": tcp - tls, DOT.name: tls - https, DOH.name: https}
 
 
 def _nft(namespace: str, args: list[str], script: str | None = None) -> str:
-    done = subprocess.run(netns.command(namespace, ["nft", *args]), input=script, capture_output=True,
-                          text=True, timeout=10)
+    done = subprocess.run(
+        netns.command(namespace, ["nft", *args]), input=script, capture_output=True, text=True, timeout=10
+    )
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
         raise HarnessError(f"nft in namespace {namespace} failed: {first}")
@@ -85,9 +91,11 @@ def _protocol_rules(p: Protocol, resolver: str) -> list[str]:
     rules = []
     for l4 in p.transports:
         new = "tcp flags & (syn | ack) == syn " if l4 == "tcp" else ""
-        rules += [f"ip daddr {resolver} {l4} dport {p.port} counter name {p.name}_resolver",
-                  f"ip daddr {resolver} {l4} dport {p.port} {new}counter name {p.name}_connections",
-                  f"ip daddr != 127.0.0.0/8 ip daddr != {resolver} {l4} dport {p.port} {new}counter name {p.name}_other"]
+        rules += [
+            f"ip daddr {resolver} {l4} dport {p.port} counter name {p.name}_resolver",
+            f"ip daddr {resolver} {l4} dport {p.port} {new}counter name {p.name}_connections",
+            f"ip daddr != 127.0.0.0/8 ip daddr != {resolver} {l4} dport {p.port} {new}counter name {p.name}_other",
+        ]
     return rules
 
 
@@ -122,10 +130,10 @@ class ArmProof:
     """How a visit's DNS traffic travelled, and whether that proves the arm."""
 
     protocol: str
-    resolver_queries: dict[str, int] | None   # per transport, during the visit (None: no statistics)
+    resolver_queries: dict[str, int] | None  # per transport, during the visit (None: no statistics)
     client_packets: dict[str, int]
-    on_arm: int | None                        # resolver queries over the arm's transport
-    off_arm: int | None                       # resolver queries over any other transport
+    on_arm: int | None  # resolver queries over the arm's transport
+    off_arm: int | None  # resolver queries over any other transport
     valid: bool
     reason: str = ""
     required: list[str] = field(default_factory=list)
@@ -135,8 +143,15 @@ class ArmProof:
         return asdict(self)
 
 
-def judge(protocol: str, transport: str, before: dict[str, int] | None, after: dict[str, int] | None,
-          packets: dict[str, int], required: tuple[str, ...], forbidden: tuple[str, ...]) -> ArmProof:
+def judge(
+    protocol: str,
+    transport: str,
+    before: dict[str, int] | None,
+    after: dict[str, int] | None,
+    packets: dict[str, int],
+    required: tuple[str, ...],
+    forbidden: tuple[str, ...],
+) -> ArmProof:
     """Decide whether the counters prove the arm: its transport used, no other one."""
     problems: list[str] = []
     queries = on = off = None
@@ -157,5 +172,14 @@ def judge(protocol: str, transport: str, before: dict[str, int] | None, after: d
     for name in forbidden:
         if packets.get(name, 0):
             problems.append(f"{packets[name]} packets counted on {name}")
-    return ArmProof(protocol=protocol, resolver_queries=queries, client_packets=packets, on_arm=on, off_arm=off,
-                    valid=not problems, reason="; ".join(problems), required=list(required), forbidden=list(forbidden))
+    return ArmProof(
+        protocol=protocol,
+        resolver_queries=queries,
+        client_packets=packets,
+        on_arm=on,
+        off_arm=off,
+        valid=not problems,
+        reason="; ".join(problems),
+        required=list(required),
+        forbidden=list(forbidden),
+    )

@@ -21,11 +21,13 @@ class BrowserAccount:
     home: Path
 
     @classmethod
-    def lookup(cls, name: str = BROWSER_USER) -> "BrowserAccount":
+    def lookup(cls, name: str = BROWSER_USER) -> BrowserAccount:
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
-            raise HarnessError(f"user '{name}' does not exist: run scripts/setup.sh (the browser never runs as root)")
+            raise HarnessError(
+                f"user '{name}' does not exist: run scripts/setup.sh (the browser never runs as root)"
+            ) from None
         if entry.pw_uid == 0:
             raise HarnessError(f"user '{name}' has uid 0: the browser must run unprivileged")
         return cls(name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir))

@@ -26,21 +26,22 @@ class PageInfo:
 
     url: str
     title: str = ""
-    on_load_ms: float | None = None            # Navigation Timing: loadEventStart - startTime
-    on_content_load_ms: float | None = None    # domContentLoadedEventStart - startTime
+    on_load_ms: float | None = None  # Navigation Timing: loadEventStart - startTime
+    on_content_load_ms: float | None = None  # domContentLoadedEventStart - startTime
     server_addresses: list[dict] = field(default_factory=list)  # [{url, address, port, protocol}] in response order
 
 
 def _iso(epoch_ms: float) -> str:
-    return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _headers(raw: list[dict] | None) -> list[dict]:
     out = []
     for header in raw or []:
         value = header.get("value")
-        out.append({"name": header.get("name", ""),
-                    "value": value.get("value", "") if isinstance(value, dict) else str(value)})
+        out.append(
+            {"name": header.get("name", ""), "value": value.get("value", "") if isinstance(value, dict) else str(value)}
+        )
     return out
 
 
@@ -59,8 +60,15 @@ def _timings(t: dict) -> dict:
     first_phase = next((t[k] for k in ("dnsStart", "connectStart", "requestStart") if t.get(k)), 0)
     requested = t.get("requestTime")
     blocked = round(first_phase - requested, 3) if first_phase and requested and first_phase >= requested else -1
-    return {"blocked": blocked, "dns": dns, "connect": connect, "ssl": ssl, "send": 0,
-            "wait": max(wait, 0), "receive": max(receive, 0)}
+    return {
+        "blocked": blocked,
+        "dns": dns,
+        "connect": connect,
+        "ssl": ssl,
+        "send": 0,
+        "wait": max(wait, 0),
+        "receive": max(receive, 0),
+    }
 
 
 def _total(timings: dict) -> float:
@@ -86,13 +94,15 @@ def build_har(events: list[dict], page: PageInfo, browser_version: str, creator_
     started_ms = _navigation_start(events)
     if started_ms is None:
         started_ms = _first_request_time(slots)
-    return {"log": {
-        "version": "1.2",
-        "creator": {"name": "dnsstudy", "version": creator_version},
-        "browser": {"name": "Firefox", "version": browser_version},
-        "pages": [_page(page, started_ms)],
-        "entries": entries,
-    }}
+    return {
+        "log": {
+            "version": "1.2",
+            "creator": {"name": "dnsstudy", "version": creator_version},
+            "browser": {"name": "Firefox", "version": browser_version},
+            "pages": [_page(page, started_ms)],
+            "entries": entries,
+        }
+    }
 
 
 def _collect_requests(events: list[dict]) -> list[dict]:
@@ -105,8 +115,12 @@ def _collect_requests(events: list[dict]) -> list[dict]:
         key = (params["request"]["request"], params.get("redirectCount", 0))
         slot = slots.get(key)
         if slot is None:
-            slot = slots[key] = {"request": params["request"], "response": None, "error": None,
-                                 "timestamp": params.get("timestamp")}
+            slot = slots[key] = {
+                "request": params["request"],
+                "response": None,
+                "error": None,
+                "timestamp": params.get("timestamp"),
+            }
         slot["request"] = params["request"]  # later events carry the complete timings and headers
         if "response" in params:
             slot["response"] = params["response"]
@@ -117,8 +131,9 @@ def _collect_requests(events: list[dict]) -> list[dict]:
 
 def _navigation_start(events: list[dict]) -> float | None:
     """The first timestamp a navigationStarted event gives, if any."""
-    starts = (event["params"].get("timestamp") for event in events
-              if event["method"] == "browsingContext.navigationStarted")
+    starts = (
+        event["params"].get("timestamp") for event in events if event["method"] == "browsingContext.navigationStarted"
+    )
     return next((ms for ms in starts if ms is not None), None)
 
 
@@ -168,8 +183,10 @@ def _request(request: dict, version: str) -> dict:
         "method": request.get("method", "GET"),
         "url": request.get("url", ""),
         "httpVersion": version,
-        "cookies": [{"name": c.get("name", ""), "value": (c.get("value") or {}).get("value", "")}
-                    for c in request.get("cookies") or []],
+        "cookies": [
+            {"name": c.get("name", ""), "value": (c.get("value") or {}).get("value", "")}
+            for c in request.get("cookies") or []
+        ],
         "headers": _headers(request.get("headers")),
         "queryString": [],
         "headersSize": request.get("headersSize") or -1,
@@ -186,8 +203,10 @@ def _response(response: dict, version: str) -> dict:
         "cookies": [],
         "headers": _headers(response.get("headers")),
         # Firefox leaves content.size at 0; the body size is the best figure it gives.
-        "content": {"size": (response.get("content") or {}).get("size") or response.get("bodySize") or 0,
-                    "mimeType": response.get("mimeType") or "x-unknown"},
+        "content": {
+            "size": (response.get("content") or {}).get("size") or response.get("bodySize") or 0,
+            "mimeType": response.get("mimeType") or "x-unknown",
+        },
         "redirectURL": "",
         "headersSize": response.get("headersSize") or -1,
         "bodySize": _or_minus_one(response.get("bodySize")),

@@ -64,14 +64,14 @@ class NavigationReport:
     """Everything a session observed; classification happens elsewhere."""
 
     url: str
-    exception: str | None = None         # Selenium exception class of get(), if any
-    message: str | None = None           # its first line, kept raw and never parsed
-    document_uri: str | None = None      # e.g. about:neterror?e=dnsNotFound&...
+    exception: str | None = None  # Selenium exception class of get(), if any
+    message: str | None = None  # its first line, kept raw and never parsed
+    document_uri: str | None = None  # e.g. about:neterror?e=dnsNotFound&...
     page: PageInfo | None = None
     bidi_on_load_ms: float | None = None
     next_hop_protocol: str | None = None
     events: list[dict] = field(default_factory=list)
-    driver_failure: str | None = None    # the driver or browser failed (not the page)
+    driver_failure: str | None = None  # the driver or browser failed (not the page)
     watchdog_fired: bool = False
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -79,8 +79,16 @@ class NavigationReport:
 class BrowserSession:
     """Prepare a profile, start the browser, load one URL, collect, kill, clean up."""
 
-    def __init__(self, account: BrowserAccount, template: Path, namespace: str | None, work_root: Path,
-                 prefs: dict | None = None, timeout: float = 30.0, margin: float = 10.0):
+    def __init__(
+        self,
+        account: BrowserAccount,
+        template: Path,
+        namespace: str | None,
+        work_root: Path,
+        prefs: dict | None = None,
+        timeout: float = 30.0,
+        margin: float = 10.0,
+    ):
         self.account = account
         self.template = template
         self.namespace = namespace
@@ -141,6 +149,7 @@ class BrowserSession:
         def fire() -> None:
             report.watchdog_fired = True
             self.kill()
+
         timer = threading.Timer(self.timeout + self.margin, fire)
         timer.daemon = True
         timer.start()
@@ -163,7 +172,7 @@ class BrowserSession:
             watchdog.cancel()
             self.kill()
             if self._driver is not None:  # its HTTP pool would hold a socket until garbage collection
-                self._driver.command_executor.close()
+                self._driver.command_executor.close()  # type: ignore[union-attr]  # a RemoteConnection here
             shutil.rmtree(work, ignore_errors=True)
             report.phases["shutdown"] = report.phases.get("shutdown", 0.0) + time.monotonic() - t
         return report
@@ -179,13 +188,29 @@ class BrowserSession:
 
     def _start_driver(self, work: Path) -> int:
         port, ws_port = netns.free_tcp_port(), netns.free_tcp_port()
-        argv = self.account.setpriv([str(GECKODRIVER.resolve()), "--port", str(port), "--websocket-port", str(ws_port),
-                                     "--allow-system-access", "--log", "warn"])
+        argv = self.account.setpriv(
+            [
+                str(GECKODRIVER.resolve()),
+                "--port",
+                str(port),
+                "--websocket-port",
+                str(ws_port),
+                "--allow-system-access",
+                "--log",
+                "warn",
+            ]
+        )
         if self.namespace:
             argv = netns.command(self.namespace, argv)
         with open(work / "geckodriver.log", "ab") as log:
-            self._driver_proc = subprocess.Popen(argv, env=self.account.environment(work), stdin=subprocess.DEVNULL,
-                                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self._driver_proc = subprocess.Popen(
+                argv,
+                env=self.account.environment(work),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not self._killed.is_set():
             if self._driver_proc.poll() is not None:
@@ -213,9 +238,12 @@ class BrowserSession:
         t = time.monotonic()
         try:
             port = self._start_driver(work)
-            driver = self._driver = webdriver.Remote(command_executor=f"http://127.0.0.1:{port}",
-                                                     options=self._options(profile))
-            driver.command_executor.add_command("SET_CONTEXT", "POST", "/session/$sessionId/moz/context")
+            driver = self._driver = webdriver.Remote(
+                command_executor=f"http://127.0.0.1:{port}", options=self._options(profile)
+            )
+            driver.command_executor.add_command(  # type: ignore[union-attr]  # a RemoteConnection, as built above
+                "SET_CONTEXT", "POST", "/session/$sessionId/moz/context"
+            )
             events = BidiEventLog(driver.capabilities["webSocketUrl"])
             self._in_chrome(driver, _WATCH_ADDRESSES)
         except Exception as exc:  # no browser, no visit: the harness failed, not the page
@@ -278,6 +306,8 @@ def _page_info(url: str, seen: dict) -> PageInfo:
 
 def _bidi_on_load(events: list[dict]) -> float | None:
     """browsingContext.load minus navigationStarted, both from BiDi (integer ms)."""
-    started = next((e["params"]["timestamp"] for e in events if e["method"] == "browsingContext.navigationStarted"), None)
+    started = next(
+        (e["params"]["timestamp"] for e in events if e["method"] == "browsingContext.navigationStarted"), None
+    )
     loaded = next((e["params"]["timestamp"] for e in events if e["method"] == "browsingContext.load"), None)
     return float(loaded - started) if started is not None and loaded is not None else None

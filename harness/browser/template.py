@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -26,11 +26,30 @@ FIREFOX = "/usr/lib/firefox-esr/firefox-esr"
 
 #: Files and directories that hold web state: removed from the template after warm-up.
 WEB_STATE = (
-    "cache2", "cookies.sqlite", "cookies.sqlite-wal", "storage", "storage.sqlite", "webappsstore.sqlite",
-    "places.sqlite", "places.sqlite-wal", "favicons.sqlite", "favicons.sqlite-wal", "formhistory.sqlite",
-    "sessionstore.jsonlz4", "sessionstore-backups", "sessionCheckpoints.json", "permissions.sqlite",
-    "content-prefs.sqlite", "crashes", "minidumps", "datareporting", "saved-telemetry-pings",
-    "lock", ".parentlock", "thumbnails", "shader-cache",
+    "cache2",
+    "cookies.sqlite",
+    "cookies.sqlite-wal",
+    "storage",
+    "storage.sqlite",
+    "webappsstore.sqlite",
+    "places.sqlite",
+    "places.sqlite-wal",
+    "favicons.sqlite",
+    "favicons.sqlite-wal",
+    "formhistory.sqlite",
+    "sessionstore.jsonlz4",
+    "sessionstore-backups",
+    "sessionCheckpoints.json",
+    "permissions.sqlite",
+    "content-prefs.sqlite",
+    "crashes",
+    "minidumps",
+    "datareporting",
+    "saved-telemetry-pings",
+    "lock",
+    ".parentlock",
+    "thumbnails",
+    "shader-cache",
 )
 
 
@@ -48,8 +67,9 @@ def template_key(ca_pem: bytes | None, prefs: dict, version: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def ensure_template(directory: Path, ca_path: Path | None, prefs: dict, account: BrowserAccount,
-                    namespace: str | None, version: str) -> Path:
+def ensure_template(
+    directory: Path, ca_path: Path | None, prefs: dict, account: BrowserAccount, namespace: str | None, version: str
+) -> Path:
     """Return a ready template under ``directory``, building it on first use."""
     ca_pem = ca_path.read_bytes() if ca_path else None
     target = directory / f"firefox-template-{template_key(ca_pem, prefs, version)}"
@@ -63,8 +83,10 @@ def ensure_template(directory: Path, ca_path: Path | None, prefs: dict, account:
         profile.mkdir()
         _run(["certutil", "-N", "-d", f"sql:{profile}", "--empty-password"], "create the NSS database")
         if ca_path:
-            _run(["certutil", "-A", "-d", f"sql:{profile}", "-n", "dnsstudy lab CA", "-t", "C,,", "-i", str(ca_path)],
-                 "trust the lab CA")
+            _run(
+                ["certutil", "-A", "-d", f"sql:{profile}", "-n", "dnsstudy lab CA", "-t", "C,,", "-i", str(ca_path)],
+                "trust the lab CA",
+            )
         (profile / "user.js").write_text(user_js(prefs))
         account.give(work)
         _warm(profile, work, account, namespace)
@@ -88,16 +110,34 @@ def _run(argv: list[str], what: str) -> None:
 
 def _warm(profile: Path, work: Path, account: BrowserAccount, namespace: str | None) -> None:
     """Start Firefox once on about:blank (it exits after the screenshot)."""
-    argv = account.setpriv([FIREFOX, "-headless", "-no-remote", "-profile", str(profile),
-                            "--screenshot", str(work / "blank.png"), "about:blank"])
+    argv = account.setpriv(
+        [
+            FIREFOX,
+            "-headless",
+            "-no-remote",
+            "-profile",
+            str(profile),
+            "--screenshot",
+            str(work / "blank.png"),
+            "about:blank",
+        ]
+    )
     if namespace:
         argv = netns.command(namespace, argv)
-    proc = subprocess.Popen(argv, env=account.environment(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        env=account.environment(work),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         proc.wait(timeout=90)
     except subprocess.TimeoutExpired as exc:
-        raise HarnessError("Firefox did not finish its first start within 90 s while building the profile template") from exc
+        raise HarnessError(
+            "Firefox did not finish its first start within 90 s while building the profile template"
+        ) from exc
     finally:
         try:  # content processes Firefox left behind
             os.killpg(proc.pid, signal.SIGKILL)

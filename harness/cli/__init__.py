@@ -18,6 +18,18 @@ def main() -> None:
     """Measure how the DNS transport a browser uses changes page loads."""
 
 
-for command in (lab.lab, lab.web, visit.visit, internet.internet, timer.timer, timer.bench, net.net, crawl.study,
-                crawl.crawl, crawl.demo, analysis.analyze, analysis.export):
+for command in (
+    lab.lab,
+    lab.web,
+    visit.visit,
+    internet.internet,
+    timer.timer,
+    timer.bench,
+    net.net,
+    crawl.study,
+    crawl.crawl,
+    crawl.demo,
+    analysis.analyze,
+    analysis.export,
+):
     main.add_command(command)

@@ -12,10 +12,18 @@ from harness.errors import HarnessError
 
 @click.command("analyze")
 @click.argument("stores", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output directory (default: 'report' beside the first store).")
-@click.option("--profile", "analysis_profile", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Analysis profile (default profiles/analysis/paper-2019.toml).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory (default: 'report' beside the first store).",
+)
+@click.option(
+    "--profile",
+    "analysis_profile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Analysis profile (default profiles/analysis/paper-2019.toml).",
+)
 @one_line_errors
 def analyze(stores: tuple[Path, ...], out: Path | None, analysis_profile: Path | None) -> None:
     """Figures (PNG, PDF), tables (Markdown, CSV, LaTeX) and report.html from one or more results stores."""
@@ -24,15 +32,18 @@ def analyze(stores: tuple[Path, ...], out: Path | None, analysis_profile: Path |
 
 def write_report(stores: list[Path], out: Path, analysis_profile: Path | None = None) -> Path:
     """Run the analysis and say where its report is; its errors become one-line HarnessErrors."""
-    from analysis.report import ResultsError, analyze as run_analysis
+    from analysis.report import ResultsError
+    from analysis.report import analyze as run_analysis
     from analysis.settings import DEFAULT_PROFILE
 
     try:
         report = run_analysis(stores, out, analysis_profile or DEFAULT_PROFILE)
     except (ResultsError, ValueError) as exc:
         raise HarnessError(str(exc)) from None
-    console.print(f"analysis: {len(report.figures)} figure files, {len(report.tables)} table files in "
-                  f"{report.seconds:.1f} s; open {report.html}")
+    console.print(
+        f"analysis: {len(report.figures)} figure files, {len(report.tables)} table files in "
+        f"{report.seconds:.1f} s; open {report.html}"
+    )
     return report.html
 
 

@@ -42,11 +42,17 @@ def lab_options(profile_default: str | None = DEFAULT_LAB_PROFILE) -> Callable[[
 
     def decorate(fn: F) -> F:
         fn = click.option("--subnet", help="IPv4 /23 for the lab (overrides the profile).")(fn)
-        fn = click.option("--prefix", help="Lab name prefix; another prefix is another lab (overrides the profile).")(fn)
-        help_text = "Lab profile (TOML)." if profile_default else \
-            "Lab profile (TOML; default: the study's lab_profile, else the default lab)."
-        return click.option("--profile", "profile", default=profile_default, show_default=bool(profile_default),
-                            help=help_text)(fn)
+        fn = click.option("--prefix", help="Lab name prefix; another prefix is another lab (overrides the profile).")(
+            fn
+        )
+        help_text = (
+            "Lab profile (TOML)."
+            if profile_default
+            else "Lab profile (TOML; default: the study's lab_profile, else the default lab)."
+        )
+        return click.option(
+            "--profile", "profile", default=profile_default, show_default=bool(profile_default), help=help_text
+        )(fn)
 
     return decorate
 
@@ -54,8 +60,9 @@ def lab_options(profile_default: str | None = DEFAULT_LAB_PROFILE) -> Callable[[
 def place_options(fn: F) -> F:
     """--internet NAME, or the lab options: where the command runs."""
     fn = lab_options()(fn)
-    return click.option("--internet", metavar="NAME",
-                        help="Run on the Internet side NAME ('dnsstudy internet up') instead of the lab.")(fn)
+    return click.option(
+        "--internet", metavar="NAME", help="Run on the Internet side NAME ('dnsstudy internet up') instead of the lab."
+    )(fn)
 
 
 def lab_config(profile: str, prefix: str | None, subnet: str | None) -> LabConfig:
@@ -94,7 +101,7 @@ class ProtocolChoice(click.Choice):
         self.case_sensitive = True
 
     @property
-    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
         return tuple(self.source())
 
     @choices.setter

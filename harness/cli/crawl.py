@@ -25,10 +25,19 @@ def study() -> None:
 
 @study.command("check")
 @click.argument("name")
-@click.option("--measured", "measured", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A store whose visit times estimate this study's (repeat for several); default: the study's own.")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="The study's store (default results/<study>/store.sqlite).")
+@click.option(
+    "--measured",
+    "measured",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A store whose visit times estimate this study's (repeat for several); default: the study's own.",
+)
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The study's store (default results/<study>/store.sqlite).",
+)
 @one_line_errors
 def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None) -> None:
     """Validate study NAME (a name in profiles/studies or a path), show its plan and whether it fits its duration."""
@@ -37,17 +46,23 @@ def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None) 
 
     loaded = load_study(name)
     s = loaded.study
-    console.print(f"{loaded.path}: study '{s.name}' ({s.target}), seed {s.seed}, {s.rounds} round(s)"
-                  + (f" over {s.duration_days:g} days" if s.duration_days else ""))
+    console.print(
+        f"{loaded.path}: study '{s.name}' ({s.target}), seed {s.seed}, {s.rounds} round(s)"
+        + (f" over {s.duration_days:g} days" if s.duration_days else "")
+    )
     groups: dict[str, int] = {}
     for site in loaded.sites:
         groups[site.group] = groups.get(site.group, 0) + 1
-    console.print(f"sites: {len(loaded.sites)} from {loaded.site_list.source} (list {loaded.site_list.list_id or '?'}): "
-                  + ", ".join(f"{g} {n}" for g, n in groups.items()))
+    console.print(
+        f"sites: {len(loaded.sites)} from {loaded.site_list.source} (list {loaded.site_list.list_id or '?'}): "
+        + ", ".join(f"{g} {n}" for g, n in groups.items())
+    )
     for note in loaded.site_list.converted_idns[:5]:
         console.print(f"  IDN converted: {note}")
-    console.print(f"networks: {', '.join(s.networks)}; configurations ({len(s.configurations)}): "
-                  + ", ".join(f"{r}/{p}" for r, p in s.configurations))
+    console.print(
+        f"networks: {', '.join(s.networks)}; configurations ({len(s.configurations)}): "
+        + ", ".join(f"{r}/{p}" for r, p in s.configurations)
+    )
     times = measured_seconds([*measured, store_path or default_store(s.name)])
     console.print(estimate(loaded, times).summary())
 
@@ -58,16 +73,33 @@ def default_store(study_name: str) -> Path:
 
 @click.command("crawl")
 @click.argument("name")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="The results store (default results/<study>/store.sqlite; HARs go beside it).")
-@click.option("--backend", default="auto", show_default=True, type=click.Choice(["auto", "netem", "userspace"]),
-              help="Shaping backend.")
-@click.option("--internet", metavar="NAME",
-              help="Run on the Internet side NAME ('dnsstudy internet up') instead of the lab.")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The results store (default results/<study>/store.sqlite; HARs go beside it).",
+)
+@click.option(
+    "--backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "netem", "userspace"]),
+    help="Shaping backend.",
+)
+@click.option(
+    "--internet", metavar="NAME", help="Run on the Internet side NAME ('dnsstudy internet up') instead of the lab."
+)
 @lab_options(profile_default=None)
 @one_line_errors
-def crawl(name: str, store_path: Path | None, backend: str, internet: str | None, profile: str | None,
-          prefix: str | None, subnet: str | None) -> None:
+def crawl(
+    name: str,
+    store_path: Path | None,
+    backend: str,
+    internet: str | None,
+    profile: str | None,
+    prefix: str | None,
+    subnet: str | None,
+) -> None:
     """Crawl study NAME into its store; run it again to resume where it stopped (Ctrl-C stops after a visit).
 
     Exit status 0 when the plan is done, 3 when stopped before, 2 on a harness failure.
@@ -86,15 +118,23 @@ def crawl(name: str, store_path: Path | None, backend: str, internet: str | None
 
 def print_summary(summary: CrawlSummary, path: Path) -> None:
     rates = ", ".join(f"{n} {len(v) / sum(v) * 3600:.0f}" for n, v in summary.per_network.items() if sum(v))
-    console.print(f"{summary.visits} visits recorded in {summary.seconds / 60:.1f} min ({summary.retried} retried, "
-                  f"{summary.infrastructure} infrastructure failures); {summary.done} of {summary.total} done"
-                  + (f"; visits per hour by network: {rates}" if rates else ""))
+    console.print(
+        f"{summary.visits} visits recorded in {summary.seconds / 60:.1f} min ({summary.retried} retried, "
+        f"{summary.infrastructure} infrastructure failures); {summary.done} of {summary.total} done"
+        + (f"; visits per hour by network: {rates}" if rates else "")
+    )
     console.print(f"store: {path}" + ("" if summary.finished else "  (run the same command again to resume)"))
 
 
 @click.command("demo")
-@click.option("--results", "results_dir", default="results/lab-demo", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="Where the store, HARs and report go.")
+@click.option(
+    "--results",
+    "results_dir",
+    default="results/lab-demo",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the store, HARs and report go.",
+)
 @click.option("--study", "study_name", default="lab-demo", show_default=True, help="The study to run.")
 @lab_options(profile_default=None)
 @one_line_errors
@@ -114,6 +154,8 @@ def demo(results_dir: Path, study_name: str, profile: str | None, prefix: str | 
     summary = crawl_on_own_lab(loaded, lab, store_path, console, print_checks)
     print_summary(summary, store_path)
     report = write_report([store_path], results_dir / "report")
-    console.print(f"demo finished in {(time.monotonic() - start) / 60:.1f} min. Outputs: store {store_path}, "
-                  f"HARs {results_dir / 'hars'}, figures and tables {results_dir / 'report'}, report {report}")
+    console.print(
+        f"demo finished in {(time.monotonic() - start) / 60:.1f} min. Outputs: store {store_path}, "
+        f"HARs {results_dir / 'hars'}, figures and tables {results_dir / 'report'}, report {report}"
+    )
     sys.exit(0 if summary.finished else 3)

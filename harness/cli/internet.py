@@ -24,8 +24,10 @@ def internet_up(interface: str, name: str, subnet: str) -> None:
 
     side = InternetSide(internet_config(name, interface, subnet))
     made = side.up()
-    console.print(f"{name}: {'up' if made else 'already up'}: client {side.namespaces['client']} "
-                  f"({side.client_address}) -> shaper -> {interface} (NAT). Use --internet {name}.")
+    console.print(
+        f"{name}: {'up' if made else 'already up'}: client {side.namespaces['client']} "
+        f"({side.client_address}) -> shaper -> {interface} (NAT). Use --internet {name}."
+    )
 
 
 @internet.command("down")

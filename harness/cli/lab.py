@@ -12,6 +12,7 @@ from rich.table import Table
 
 from harness.cli.common import console, lab_from, lab_options, one_line_errors
 from harness.errors import HarnessError
+from harness.protocols import DO53, DOH, DOH3, DOQ, DOT
 
 
 @click.group()
@@ -49,14 +50,26 @@ def print_status(status) -> None:
     if status.daemons:
         table = Table("daemon", "namespace", "pid", "state", "addresses")
         for d in status.daemons:
-            table.add_row(d["name"], d["namespace"], str(d["pid"]),
-                          "[green]running[/]" if d["alive"] else "[red]DEAD[/]", compact_addresses(d["addresses"]))
+            table.add_row(
+                d["name"],
+                d["namespace"],
+                str(d["pid"]),
+                "[green]running[/]" if d["alive"] else "[red]DEAD[/]",
+                compact_addresses(d["addresses"]),
+            )
         console.print(table)
-    table = Table("resolver", "kind", "Do53 (UDP, TCP)", "DoT, authenticated as", "DoH (HTTP/2, GET and POST)",
-                  "DoQ, DoH3")
+    table = Table(
+        "resolver", "kind", "Do53 (UDP, TCP)", "DoT, authenticated as", "DoH (HTTP/2, GET and POST)", "DoQ, DoH3"
+    )
     for r in status.resolvers:
-        table.add_row(r["name"], r["kind"], r["do53"], f"{r['dot']} {r['tls_name']}", r["doh"],
-                      f"{r['doq']} {r['doh3']}")
+        table.add_row(
+            r["name"],
+            r["kind"],
+            r[DO53.name],
+            f"{r[DOT.name]} {r['tls_name']}",
+            r[DOH.name],
+            f"{r[DOQ.name]} {r[DOH3.name]}",
+        )
     console.print(table)
     for r in status.resolvers:
         console.print(f"  {r['name']}: {r['description']}")

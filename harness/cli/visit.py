@@ -14,22 +14,61 @@ from harness.protocols import browser_protocols
 
 @click.command("visit")
 @click.argument("url")
-@click.option("--protocol", required=True, type=ProtocolChoice(browser_protocols),
-              help="DNS arm (any protocol with a browser arm, see harness/arms/).")
-@click.option("--resolver", default="near", show_default=True,
-              help="A lab resolver, or with --internet a profile in profiles/resolvers/ or 'default'.")
-@click.option("--network", default="wired", show_default=True,
-              help="Network profile (profiles/network/NAME.toml or a path), applied to the link first.")
-@click.option("--timeout", default=30.0, show_default=True, type=float,
-              help="Page-load timeout in seconds (the reference study used 30).")
-@click.option("--margin", default=10.0, show_default=True, type=float,
-              help="Watchdog margin: a visit is killed after timeout + margin seconds.")
-@click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(file_okay=False),
-              help="Directory for HARs (hars/<visit>.har.gz) and visit records (visits.jsonl).")
+@click.option(
+    "--protocol",
+    required=True,
+    type=ProtocolChoice(browser_protocols),
+    help="DNS arm (any protocol with a browser arm, see harness/arms/).",
+)
+@click.option(
+    "--resolver",
+    default="near",
+    show_default=True,
+    help="A lab resolver, or with --internet a profile in profiles/resolvers/ or 'default'.",
+)
+@click.option(
+    "--network",
+    default="wired",
+    show_default=True,
+    help="Network profile (profiles/network/NAME.toml or a path), applied to the link first.",
+)
+@click.option(
+    "--timeout",
+    default=30.0,
+    show_default=True,
+    type=float,
+    help="Page-load timeout in seconds (the reference study used 30).",
+)
+@click.option(
+    "--margin",
+    default=10.0,
+    show_default=True,
+    type=float,
+    help="Watchdog margin: a visit is killed after timeout + margin seconds.",
+)
+@click.option(
+    "--results",
+    "results_dir",
+    default="results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory for HARs (hars/<visit>.har.gz) and visit records (visits.jsonl).",
+)
 @place_options
 @one_line_errors
-def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, margin: float, results_dir: str,
-          internet: str | None, profile: str, prefix: str | None, subnet: str | None) -> None:
+def visit(
+    url: str,
+    protocol: str,
+    resolver: str,
+    network: str,
+    timeout: float,
+    margin: float,
+    results_dir: str,
+    internet: str | None,
+    profile: str,
+    prefix: str | None,
+    subnet: str | None,
+) -> None:
     """Visit URL once from the client namespace and print the result as JSON.
 
     Exit status 0 for a successful page load, 1 for any other class.
@@ -38,7 +77,8 @@ def visit(url: str, protocol: str, resolver: str, network: str, timeout: float, 
 
     place = place_from(internet, profile, prefix, subnet)
     apply_network(place, network)
-    result = run_visit(place, url, protocol, resolver, Path(results_dir), timeout=timeout, margin=margin,
-                       network=network)
+    result = run_visit(
+        place, url, protocol, resolver, Path(results_dir), timeout=timeout, margin=margin, network=network
+    )
     click.echo(json.dumps(result.to_dict(), indent=1))
     sys.exit(0 if result.error_class == "Successful" else 1)

@@ -36,10 +36,10 @@ class CertificateAuthority:
     cert: x509.Certificate
 
     @classmethod
-    def create(cls, name: str) -> "CertificateAuthority":
+    def create(cls, name: str) -> CertificateAuthority:
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         cert = (
             x509.CertificateBuilder()
             .subject_name(subject)
@@ -51,9 +51,15 @@ class CertificateAuthority:
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                    crl_sign=True, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -68,7 +74,7 @@ class CertificateAuthority:
 
     def issue(self, names: list[str], ips: list[str], key: ec.EllipticCurvePrivateKey) -> bytes:
         """A server certificate (PEM, leaf then CA) for DNS names and IP addresses."""
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
         sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
         cn = names[0] if names else ips[0]
@@ -83,9 +89,7 @@ class CertificateAuthority:
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
             .sign(self.key, hashes.SHA256())
         )
         # The chain a server sends: leaf only (clients hold the CA).

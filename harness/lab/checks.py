@@ -14,14 +14,17 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
+from functools import partial
 
 import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
 import httpx
+
+from harness.protocols import DOH3, DOQ
 
 
 @dataclass
@@ -75,27 +78,44 @@ def doh(url: str, ca: str, name: str, expected: str | None, post: bool) -> tuple
 def https(url: str, ca: str) -> tuple[bool, str]:
     with httpx.Client(http2=True, verify=ca, timeout=3) as client:
         resp = client.get(url)
-    return resp.status_code == 200 and resp.http_version == "HTTP/2", f"{resp.http_version} {resp.status_code} {len(resp.content)} B"
+    return (
+        resp.status_code == 200 and resp.http_version == "HTTP/2",
+        f"{resp.http_version} {resp.status_code} {len(resp.content)} B",
+    )
 
 
 def quic(protocol: str, address: str, endpoint: str, tls_name: str, ca: str, name: str) -> tuple[bool, str]:
     """DoQ or DoH3 through the project's quictimer (dnspython's QUIC needs aioquic, which we do not ship)."""
     from harness.timer import BIN
 
-    argv = [str(BIN / "quictimer"), "--protocol", protocol, "--server", address, "--tls-name", tls_name,
-            "--ca-file", ca, "--timeout-ms", "2000"]
-    argv += ["--port", endpoint.rsplit(":", 1)[1]] if protocol == "doq" else ["--url", endpoint]
+    argv = [
+        str(BIN / "quictimer"),
+        "--protocol",
+        protocol,
+        "--server",
+        address,
+        "--tls-name",
+        tls_name,
+        "--ca-file",
+        ca,
+        "--timeout-ms",
+        "2000",
+    ]
+    argv += ["--port", endpoint.rsplit(":", 1)[1]] if protocol == DOQ.name else ["--url", endpoint]
     proc = subprocess.run(argv, input=f"{name}\n", capture_output=True, text=True, timeout=10)
     if proc.returncode != 0:
         return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
     record = json.loads(proc.stdout)
     ok = record["status"] == "ok" and record["rcode"] == 0 and (record["answers"] or 0) > 0
-    return ok, f"{record['status']} rcode {record['rcode']} {record['answers']} answer(s) {record['error'] or ''}".strip()
+    return (
+        ok,
+        f"{record['status']} rcode {record['rcode']} {record['answers']} answer(s) {record['error'] or ''}".strip(),
+    )
 
 
 def system_resolver(name: str, expected: str | None) -> tuple[bool, str]:
     try:
-        addrs = sorted({ai[4][0] for ai in socket.getaddrinfo(name, 443, socket.AF_INET)})
+        addrs = sorted({str(ai[4][0]) for ai in socket.getaddrinfo(name, 443, socket.AF_INET)})
     except socket.gaierror as exc:
         return expected is None, f"gaierror {exc.errno}"
     return addrs == [expected], ",".join(addrs)
@@ -126,18 +146,17 @@ def run_checks(spec: dict) -> list[CheckResult]:
         n, addr, tls = r["name"], r["address"], r["tls_name"]
         url = f"https://{tls}/dns-query"
         results += [
-            _run(f"{n} do53-udp", lambda: do53(addr, probe, probe_addr, False), deadline),
-            _run(f"{n} do53-tcp", lambda: do53(addr, probe, probe_addr, True), deadline),
-            _run(f"{n} dot", lambda: dot(addr, tls, ca, probe, probe_addr), deadline),
-            _run(f"{n} doh-post", lambda: doh(url, ca, probe, probe_addr, True), deadline),
-            _run(f"{n} doh-get", lambda: doh(url, ca, probe, probe_addr, False), deadline),
-            _run(f"{n} doq", lambda: quic("doq", addr, r["doq"], tls, ca, probe), deadline),
-            _run(f"{n} doh3", lambda: quic("doh3", addr, r["doh3"], tls, ca, probe), deadline),
-            _run(f"{n} nxdomain-outside", lambda: do53(addr, outside, None, False), deadline),
+            _run(f"{n} do53-udp", partial(do53, addr, probe, probe_addr, False), deadline),
+            _run(f"{n} do53-tcp", partial(do53, addr, probe, probe_addr, True), deadline),
+            _run(f"{n} dot", partial(dot, addr, tls, ca, probe, probe_addr), deadline),
+            _run(f"{n} doh-post", partial(doh, url, ca, probe, probe_addr, True), deadline),
+            _run(f"{n} doh-get", partial(doh, url, ca, probe, probe_addr, False), deadline),
+            *(_run(f"{n} {p}", partial(quic, p, addr, r[p], tls, ca, probe), deadline) for p in (DOQ.name, DOH3.name)),
+            _run(f"{n} nxdomain-outside", partial(do53, addr, outside, None, False), deadline),
         ]
     results.append(_run("system-resolver", lambda: system_resolver(probe, probe_addr), deadline))
     for url in spec["web_urls"]:
-        results.append(_run(f"https {url}", lambda url=url: https(url, ca), deadline))
+        results.append(_run(f"https {url}", partial(https, url, ca), deadline))
     return results
 
 

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -56,7 +56,7 @@ class RecursiveResolver(_Strict):
     cache_max_ttl: int = Field(default=0, ge=0, le=86_400)
 
 
-Resolver = Annotated[Union[LocalResolver, RecursiveResolver], Field(discriminator="kind")]
+Resolver = Annotated[LocalResolver | RecursiveResolver, Field(discriminator="kind")]
 
 
 class WebSettings(_Strict):
@@ -98,7 +98,7 @@ class LabSettings(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _names_unique(self) -> "LabSettings":
+    def _names_unique(self) -> LabSettings:
         names = [r.name for r in self.resolvers]
         for name in names:
             if not re.fullmatch(r"[a-z][a-z0-9-]{0,20}", name):
@@ -179,7 +179,7 @@ class LabConfig:
     def network(self) -> ipaddress.IPv4Network:
         return ipaddress.IPv4Network(self.settings.subnet)
 
-    def with_overrides(self, prefix: str | None = None, subnet: str | None = None) -> "LabConfig":
+    def with_overrides(self, prefix: str | None = None, subnet: str | None = None) -> LabConfig:
         """Another lab from the same profile (e.g. a second user's, or a test's)."""
         data = self.settings.model_dump()
         if prefix:

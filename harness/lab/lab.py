@@ -29,22 +29,29 @@ from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig, RecursiveResolver
 from harness.lab.nginx import nginx_config
-from harness.lab.unbound import (DOH3_PORT, DOQ_PORT, OPENSSL_CONF, authoritative_config,
-                                 resolver_config)
-from harness.lab.webcache import ensure_web
-from harness.lab.zones import (LAB_ZONE, ZoneData, build_zones, infrastructure_names, resolver_tls_name,
-                               root_zone_file, unbound_local_data)
 from harness.lab.pageshape import load_page_shape
+from harness.lab.unbound import DOH3_PORT, DOQ_PORT, OPENSSL_CONF, authoritative_config, resolver_config
 from harness.lab.web import SyntheticWeb, build_web
+from harness.lab.webcache import ensure_web
+from harness.lab.zones import (
+    LAB_ZONE,
+    ZoneData,
+    build_zones,
+    infrastructure_names,
+    resolver_tls_name,
+    root_zone_file,
+    unbound_local_data,
+)
 from harness.paths import PROJECT_ROOT, RUN_ROOT, project_path
 from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place, ProbePeer
+from harness.protocols import DO53, DOH, DOH3, DOQ, DOT
 from harness.sitelist import load_site_list
 
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
 DNSPROXY = PROJECT_ROOT / "build" / "bin" / "dnsproxy"
 OUTSIDE_NAME = "this-name-is-not-in-the-lab.net"
 
-_Endpoint = tuple[str, int]                      # (address, TCP port) that must accept before the lab is up
+_Endpoint = tuple[str, int]  # (address, TCP port) that must accept before the lab is up
 _Daemons = tuple[list[Daemon], list[_Endpoint]]  # daemons and the endpoints that show they are up
 
 
@@ -108,8 +115,12 @@ class Lab(Place):
     def link_ends(self) -> list[tuple[str, str]]:
         """Both ends of both veths: client, shaper (twice), server."""
         ns = self.namespaces
-        return [(ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF), (ns["shaper"], SHAPER_SERVER_IF),
-                (ns["server"], topology.SERVER_IF)]
+        return [
+            (ns["client"], CLIENT_IF),
+            (ns["shaper"], SHAPER_CLIENT_IF),
+            (ns["shaper"], SHAPER_SERVER_IF),
+            (ns["server"], topology.SERVER_IF),
+        ]
 
     def probe_peer(self) -> ProbePeer:
         """The echo and iperf3 server run in the server namespace on the authoritative's address."""
@@ -134,8 +145,12 @@ class Lab(Place):
         return [Daemon(**d) for d in state.get("daemons", [])]
 
     def _save(self, daemons: list[Daemon]) -> None:
-        state = {"prefix": self.config.prefix, "subnet": self.config.settings.subnet,
-                 "profile": str(self.config.source), "daemons": [d.to_dict() for d in daemons]}
+        state = {
+            "prefix": self.config.prefix,
+            "subnet": self.config.settings.subnet,
+            "profile": str(self.config.source),
+            "daemons": [d.to_dict() for d in daemons],
+        }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(self.state_file)
@@ -153,34 +168,61 @@ class Lab(Place):
             prefix=self.config.prefix,
             up=self.state_file.exists(),
             namespaces=namespaces,
-            daemons=[{"name": d.name, "namespace": d.namespace, "pid": d.pid, "alive": d.alive(),
-                      "addresses": d.addresses, "log": d.log} for d in daemons],
-            resolvers=[{"name": r.name, "kind": r.kind, "address": plan.resolver(i),
-                        "tls_name": resolver_tls_name(r.name), "do53": f"{plan.resolver(i)}:53",
-                        "dot": f"{plan.resolver(i)}:853", "doh": f"https://{resolver_tls_name(r.name)}/dns-query",
-                        "doq": f"{plan.resolver(i)}:{DOQ_PORT}",
-                        "doh3": f"https://{resolver_tls_name(r.name)}:{DOH3_PORT}/dns-query",
-                        "description": r.description}
-                       for i, r in enumerate(self.config.settings.resolvers)],
+            daemons=[
+                {
+                    "name": d.name,
+                    "namespace": d.namespace,
+                    "pid": d.pid,
+                    "alive": d.alive(),
+                    "addresses": d.addresses,
+                    "log": d.log,
+                }
+                for d in daemons
+            ],
+            resolvers=[
+                {
+                    "name": r.name,
+                    "kind": r.kind,
+                    "address": plan.resolver(i),
+                    "tls_name": resolver_tls_name(r.name),
+                    # The endpoint of every protocol a lab resolver serves (unbound, and dnsproxy for QUIC).
+                    DO53.name: f"{plan.resolver(i)}:{DO53.port}",
+                    DOT.name: f"{plan.resolver(i)}:{DOT.port}",
+                    DOH.name: f"https://{resolver_tls_name(r.name)}/dns-query",
+                    DOQ.name: f"{plan.resolver(i)}:{DOQ_PORT}",
+                    DOH3.name: f"https://{resolver_tls_name(r.name)}:{DOH3_PORT}/dns-query",
+                    "description": r.description,
+                }
+                for i, r in enumerate(self.config.settings.resolvers)
+            ],
             run_dir=str(self.run_dir),
             ca=str(self.ca_path),
         )
 
     def client_side(self) -> ClientSide:
         """The client namespace as a place where DNS arms and the browser run."""
-        return ClientSide(namespace=self.config.namespaces["client"], run_dir=self.run_dir, ca_file=self.ca_path,
-                          dead_resolver=self.config.addresses.refused,
-                          system_resolver=self.config.addresses.resolver(0))
+        return ClientSide(
+            namespace=self.config.namespaces["client"],
+            run_dir=self.run_dir,
+            ca_file=self.ca_path,
+            dead_resolver=self.config.addresses.refused,
+            system_resolver=self.config.addresses.resolver(0),
+        )
 
     def resolver(self, name: str) -> Resolver:
         """A lab resolver by name, with its statistics for arm proofs."""
         for i, settings in enumerate(self.config.settings.resolvers):
             if settings.name == name:
                 address, tls_name = self.config.addresses.resolver(i), resolver_tls_name(name)
-                return Resolver(name=name, address=address, tls_name=tls_name,
-                                doh_uri=f"https://{tls_name}/dns-query",
-                                control_config=self.run_dir / f"resolver-{name}.conf",
-                                doq_port=DOQ_PORT, doh3_uri=f"https://{tls_name}:{DOH3_PORT}/dns-query")
+                return Resolver(
+                    name=name,
+                    address=address,
+                    tls_name=tls_name,
+                    doh_uri=f"https://{tls_name}/dns-query",
+                    control_config=self.run_dir / f"resolver-{name}.conf",
+                    doq_port=DOQ_PORT,
+                    doh3_uri=f"https://{tls_name}:{DOH3_PORT}/dns-query",
+                )
         names = ", ".join(r.name for r in self.config.settings.resolvers)
         raise HarnessError(f"lab '{self.config.prefix}' has no resolver '{name}' (it has: {names})")
 
@@ -198,7 +240,8 @@ class Lab(Place):
             if status.healthy:
                 return False
             raise HarnessError(
-                f"lab '{self.config.prefix}' is up but broken (dead: {', '.join(status.dead) or 'namespaces missing'}): "
+                f"lab '{self.config.prefix}' is up but broken "
+                f"(dead: {', '.join(status.dead) or 'namespaces missing'}): "
                 "run 'dnsstudy lab down' first"
             )
         topology.check_collisions(self.config)
@@ -226,8 +269,12 @@ class Lab(Place):
         topology.build(cfg)
         topology.set_client_resolver(cfg, cfg.addresses.resolver(0))
         # Start order: authoritative and delayers, resolvers (each with its QUIC front), web, tarpit.
-        parts = [self._authoritative_daemons(), self._resolver_daemons(tls), self._web_daemons(),
-                 self._tarpit_daemons()]
+        parts = [
+            self._authoritative_daemons(),
+            self._resolver_daemons(tls),
+            self._web_daemons(),
+            self._tarpit_daemons(),
+        ]
         daemons = [d for part_daemons, _ in parts for d in part_daemons]
         endpoints = [e for _, part_endpoints in parts for e in part_endpoints]
         self._start_and_wait(daemons, endpoints, wait)
@@ -280,8 +327,14 @@ class Lab(Place):
 
     def _daemon(self, name: str, argv: list[str], addresses: list[str], env: dict[str, str] | None = None) -> Daemon:
         """A daemon in the server namespace, logging to logs/<name>.log."""
-        return Daemon(name, self.config.namespaces["server"], argv, str(self.run_dir / "logs" / f"{name}.log"),
-                      addresses, env=env or {})
+        return Daemon(
+            name,
+            self.config.namespaces["server"],
+            argv,
+            str(self.run_dir / "logs" / f"{name}.log"),
+            addresses,
+            env=env or {},
+        )
 
     def _authoritative_daemons(self) -> _Daemons:
         """The authoritative and one delayer per recursive resolver; none if every resolver is local."""
@@ -309,9 +362,14 @@ class Lab(Place):
             cert.write_bytes(tls.ca.issue([resolver_tls_name(r.name)], [addr], tls.resolver_key))
             conf = run / f"resolver-{r.name}.conf"
             conf.write_text(resolver_config(cfg, i, r, run, cert, tls.resolver_key_file, run / "local-data.conf"))
-            daemons.append(self._daemon(f"resolver-{r.name}", ["unbound", "-d", "-c", str(conf)],
-                                        [f"{addr}:53", f"{addr}:853", f"{addr}:443"],
-                                        env={"OPENSSL_CONF": str(run / "openssl.cnf")}))
+            daemons.append(
+                self._daemon(
+                    f"resolver-{r.name}",
+                    ["unbound", "-d", "-c", str(conf)],
+                    [f"{addr}:53", f"{addr}:853", f"{addr}:443"],
+                    env={"OPENSSL_CONF": str(run / "openssl.cnf")},
+                )
+            )
             daemons.append(self._quic_front(r.name, addr, cert, tls.resolver_key_file))
             endpoints += [(addr, 53), (addr, 853), (addr, 443), (addr, DOH3_PORT)]
         return daemons, endpoints
@@ -319,25 +377,48 @@ class Lab(Place):
     def _quic_front(self, name: str, addr: str, cert: Path, key: Path) -> Daemon:
         """DoQ and DoH3 in front of a resolver's unbound, over loopback-fast Do53."""
         # `--port 0` still opens plain DNS on ephemeral ports; nothing uses them.
-        argv = [str(DNSPROXY), "--listen", addr, "--port", "0", "--quic-port", str(DOQ_PORT),
-                "--https-port", str(DOH3_PORT), "--http3", "--tls-crt", str(cert),
-                "--tls-key", str(key), "--upstream", f"{addr}:53", "--timeout", "10s"]
+        argv = [
+            str(DNSPROXY),
+            "--listen",
+            addr,
+            "--port",
+            "0",
+            "--quic-port",
+            str(DOQ_PORT),
+            "--https-port",
+            str(DOH3_PORT),
+            "--http3",
+            "--tls-crt",
+            str(cert),
+            "--tls-key",
+            str(key),
+            "--upstream",
+            f"{addr}:53",
+            "--timeout",
+            "10s",
+        ]
         return self._daemon(f"quic-{name}", argv, [f"{addr}:{DOQ_PORT}/udp", f"{addr}:{DOH3_PORT}"])
 
     def _web_daemons(self) -> _Daemons:
         """One nginx for every web address and badcert."""
         plan, run = self.config.addresses, self.run_dir
         web_addrs = plan.web(self.config.settings.web_addresses)
-        nginx = self._daemon("nginx", ["nginx", "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"],
-                             [f"{a}:443" for a in web_addrs + [plan.badcert]])
+        nginx = self._daemon(
+            "nginx",
+            ["nginx", "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"],
+            [f"{a}:443" for a in web_addrs + [plan.badcert]],
+        )
         # One nginx listens on all web addresses: waiting for the first stands for the rest.
         return [nginx], [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
 
     def _tarpit_daemons(self) -> _Daemons:
         """The tarpit on the hang address (it accepts and never answers)."""
         hang = self.config.addresses.hang
-        tarpit = self._daemon("tarpit", [sys.executable, "-m", "harness.lab.tarpit", hang],
-                              [f"{hang}:{p}" for p in ("80", "443", "853", "53/udp")])
+        tarpit = self._daemon(
+            "tarpit",
+            [sys.executable, "-m", "harness.lab.tarpit", hang],
+            [f"{hang}:{p}" for p in ("80", "443", "853", "53/udp")],
+        )
         return [tarpit], [(hang, 443)]
 
     def _start_and_wait(self, daemons: list[Daemon], endpoints: list[_Endpoint], wait: float) -> None:
@@ -361,7 +442,6 @@ class Lab(Place):
 
     def check_spec(self, web_sites: int = 3) -> dict:
         """What `checks` should verify from the client namespace."""
-        plan = self.config.addresses
         status = self.status()
         names = infrastructure_names(self.config)
         manifest = json.loads((self._web_root() / "manifest.json").read_text())
@@ -390,11 +470,18 @@ class Lab(Place):
         spec_path.write_text(json.dumps(self.check_spec()))
         env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
         proc = subprocess.run(
-            netns.command(self.config.namespaces["client"], [sys.executable, "-m", "harness.lab.checks", str(spec_path)]),
-            capture_output=True, text=True, timeout=120, env=env,
+            netns.command(
+                self.config.namespaces["client"], [sys.executable, "-m", "harness.lab.checks", str(spec_path)]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
         )
         if proc.returncode != 0:
-            raise HarnessError(f"lab checks crashed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}")
+            raise HarnessError(
+                f"lab checks crashed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}"
+            )
         return [CheckResult(**r) for r in json.loads(proc.stdout)]
 
     # -- down -----------------------------------------------------------

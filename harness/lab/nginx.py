@@ -43,7 +43,7 @@ def _head(run: Path) -> list[str]:
         "http {",
         "  include /etc/nginx/mime.types;",
         "  default_type application/octet-stream;",
-        "  log_format lab '$time_iso8601 $remote_addr $ssl_server_name $server_protocol \"$request\" "
+        '  log_format lab \'$time_iso8601 $remote_addr $ssl_server_name $server_protocol "$request" '
         "$status $body_bytes_sent $request_time';",
         f"  access_log {run}/logs/nginx-access.log lab buffer=64k flush=1s;",
         f"  client_body_temp_path {tmp}/body;",
@@ -73,8 +73,7 @@ def _zone_server(zone: str, addresses: list[str], web_root: Path, cert: Path, ke
     listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
     pages = web_root / "pages" / zone if zone != LAB_ZONE else web_root / "lab"
     return (
-        "  server {\n" + listens +
-        f"    server_name {zone} *.{zone};\n"
+        "  server {\n" + listens + f"    server_name {zone} *.{zone};\n"
         f"    ssl_certificate {cert};\n"
         f"    ssl_certificate_key {key};\n"
         f"    root {pages};\n"

@@ -28,7 +28,7 @@ class HostnameShape(_Strict):
     first_party_max: int = Field(ge=1, le=4)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "HostnameShape":
+    def _consistent(self) -> HostnameShape:
         if self.mean < self.median:
             raise ValueError("mean must be at least the median (the model is log-normal)")
         if self.first_party_max < self.first_party_min:
@@ -54,7 +54,7 @@ class TypeShape(_Strict):
     object_sigma: float = Field(ge=0, le=4)
 
     @model_validator(mode="after")
-    def _shares(self) -> "TypeShape":
+    def _shares(self) -> TypeShape:
         for name, shares in (("request_share", self.request_share), ("byte_share", self.byte_share)):
             if set(shares) != set(RESOURCE_TYPES):
                 raise ValueError(f"{name} must give exactly {list(RESOURCE_TYPES)}")
@@ -97,12 +97,12 @@ class LogNormal:
     sigma: float
 
     @classmethod
-    def from_median_mean(cls, median: float, mean: float) -> "LogNormal":
+    def from_median_mean(cls, median: float, mean: float) -> LogNormal:
         # mean = exp(mu + sigma^2 / 2), median = exp(mu)
         return cls(math.log(median), math.sqrt(2 * math.log(mean / median)))
 
     @classmethod
-    def from_median_p90(cls, median: float, p90: float) -> "LogNormal":
+    def from_median_p90(cls, median: float, p90: float) -> LogNormal:
         return cls(math.log(median), max(0.0, math.log(p90 / median) / _Z90))
 
     def sample(self, rng: random.Random) -> float:

@@ -33,8 +33,11 @@ def delayer_argv(index: int, resolver: RecursiveResolver, stats: str) -> list[st
     half_us = int(resolver.upstream_rtt_ms * 1000 / 2)
     jitter_us = int(resolver.upstream_jitter_ms * 1000 / 2)
     return [
-        delayer_path(), f"-queue={queue_of(index)}", f"-delay={half_us}us",
-        f"-jitter={jitter_us}us", f"-stats={stats}",
+        delayer_path(),
+        f"-queue={queue_of(index)}",
+        f"-delay={half_us}us",
+        f"-jitter={jitter_us}us",
+        f"-stats={stats}",
     ]
 
 
@@ -50,8 +53,26 @@ def _rules(config: LabConfig, index: int) -> list[list[str]]:
         for src, dst, port in ((resolver, auth, "--dport"), (auth, resolver, "--sport")):
             # Resolver and authoritative share the server namespace, so their
             # packets cross loopback and meet PREROUTING on the receiving side.
-            rules.append(["-t", "mangle", "-A", "PREROUTING", "-s", src, "-d", dst, "-p", proto, port, "53",
-                          "-j", "NFQUEUE", "--queue-num", queue])
+            rules.append(
+                [
+                    "-t",
+                    "mangle",
+                    "-A",
+                    "PREROUTING",
+                    "-s",
+                    src,
+                    "-d",
+                    dst,
+                    "-p",
+                    proto,
+                    port,
+                    "53",
+                    "-j",
+                    "NFQUEUE",
+                    "--queue-num",
+                    queue,
+                ]
+            )
     return rules
 
 

@@ -77,11 +77,18 @@ def summarise(pages: list[Page]) -> list[dict[str, str]]:
         if not sel:
             continue
         hosts = [len(p.hostnames) for p in sel]
-        rows.append({"group": group, "pages": str(len(sel)), "hostnames median": f"{statistics.median(hosts):g}",
-                     "mean": f"{statistics.mean(hosts):.1f}", "max": str(max(hosts)),
-                     "requests median": f"{statistics.median(len(p.objects) + 1 for p in sel):g}",
-                     "KB median": f"{statistics.median(p.bytes for p in sel) / 1000:.0f}",
-                     "late hostnames mean": f"{statistics.mean(len(p.late_hostnames) for p in sel):.1f}"})
+        rows.append(
+            {
+                "group": group,
+                "pages": str(len(sel)),
+                "hostnames median": f"{statistics.median(hosts):g}",
+                "mean": f"{statistics.mean(hosts):.1f}",
+                "max": str(max(hosts)),
+                "requests median": f"{statistics.median(len(p.objects) + 1 for p in sel):g}",
+                "KB median": f"{statistics.median(p.bytes for p in sel) / 1000:.0f}",
+                "late hostnames mean": f"{statistics.mean(len(p.late_hostnames) for p in sel):.1f}",
+            }
+        )
     return rows
 
 
@@ -123,9 +130,7 @@ def _third_party_pool(sites: list[Site], shape: PageShape) -> tuple[list[str], l
     return hosts, weights, owner
 
 
-def _weighted_sample(
-    rng: random.Random, items: list[str], cum_weights: list[float], k: int, exclude: str
-) -> list[str]:
+def _weighted_sample(rng: random.Random, items: list[str], cum_weights: list[float], k: int, exclude: str) -> list[str]:
     """k distinct items drawn by weight, skipping hostnames of one domain."""
     eligible = sum(1 for item in items if not item.endswith("." + exclude))
     k = min(k, eligible)
@@ -177,7 +182,7 @@ def build_web(sites: list[Site], shape: PageShape, seed: int) -> SyntheticWeb:
         types = [t for t in RESOURCE_TYPES for _ in range(type_counts[t])]
         rng.shuffle(types)
         late_set = set(late)
-        for i, (host, kind) in enumerate(zip(hosts_for_objects, types)):
+        for i, (host, kind) in enumerate(zip(hosts_for_objects, types, strict=True)):
             mean = counts.total_bytes * shape.types.byte_share[kind] / max(1, type_counts[kind])
             sigma = shape.types.object_sigma
             size = _snap(rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma), buckets)
@@ -242,10 +247,11 @@ def _html(page: Page) -> bytes:
         else:
             body.append(f'<img alt="" src="{o.url}">')
     return (
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+        '<!doctype html>\n<html><head><meta charset="utf-8">'
         f"<title>{page.site}</title>\n" + "\n".join(head) + "\n</head><body>\n"
         f"<h1>{page.site}</h1><p>Synthetic page, rank {page.rank} ({page.group}).</p>\n"
-        + "\n".join(body) + "\n</body></html>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
     ).encode()
 
 
@@ -277,8 +283,7 @@ def write_web(web: SyntheticWeb, shape: PageShape, seed: int, root: Path) -> Non
     manifest = {
         "seed": seed,
         "pages": [
-            {**{k: v for k, v in asdict(p).items() if k != "objects"},
-             "objects": len(p.objects), "bytes": p.bytes}
+            {**{k: v for k, v in asdict(p).items() if k != "objects"}, "objects": len(p.objects), "bytes": p.bytes}
             for p in web.pages
         ],
     }

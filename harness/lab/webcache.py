@@ -21,7 +21,10 @@ from harness.sitelist import load_site_list
 
 CACHE_ROOT = Path(os.environ.get("DNSSTUDY_CACHE", "/var/cache/dnsstudy")) / "web"
 
-_LAB_PAGE = b"<!doctype html><html><head><meta charset=\"utf-8\"><title>lab</title></head><body><p>dnsstudy lab</p></body></html>\n"
+_LAB_PAGE = (
+    b'<!doctype html><html><head><meta charset="utf-8"><title>lab</title></head>'
+    b"<body><p>dnsstudy lab</p></body></html>\n"
+)
 
 
 def ensure_web(config: LabConfig) -> tuple[Path, dict[str, str]]:

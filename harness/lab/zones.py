@@ -17,7 +17,7 @@ class ZoneData:
     records: dict[str, dict[str, str]]  # zone -> {hostname: address}
 
     def address_of(self, hostname: str) -> str | None:
-        for zone, names in self.records.items():
+        for names in self.records.values():
             if hostname in names:
                 return names[hostname]
         return None
@@ -39,10 +39,10 @@ def infrastructure_names(config: LabConfig) -> dict[str, str]:
     plan = config.addresses
     names = {
         f"auth.dns.{LAB_ZONE}": plan.auth,
-        f"refused.{LAB_ZONE}": plan.refused,   # nothing listens
-        f"hang.{LAB_ZONE}": plan.hang,         # accepts, never answers
-        f"badcert.{LAB_ZONE}": plan.badcert,   # certificate from an untrusted CA
-        f"www.{LAB_ZONE}": plan.web(1)[0],     # a one-object page for smoke tests
+        f"refused.{LAB_ZONE}": plan.refused,  # nothing listens
+        f"hang.{LAB_ZONE}": plan.hang,  # accepts, never answers
+        f"badcert.{LAB_ZONE}": plan.badcert,  # certificate from an untrusted CA
+        f"www.{LAB_ZONE}": plan.web(1)[0],  # a one-object page for smoke tests
     }
     for i, resolver in enumerate(config.settings.resolvers):
         names[resolver_tls_name(resolver.name)] = plan.resolver(i)

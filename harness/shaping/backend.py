@@ -22,14 +22,16 @@ class ShapingPoint:
     """Where shaping happens: a namespace that forwards between client and servers."""
 
     namespace: str
-    uplink_if: str       # egress towards the servers
-    downlink_if: str     # egress towards the client
+    uplink_if: str  # egress towards the servers
+    downlink_if: str  # egress towards the client
     run_dir: Path
 
     def directions(self, profile: LinkProfile) -> list[tuple[str, str, str, Direction]]:
         """(name, egress interface, ingress interface, impairments) for both directions."""
-        return [("uplink", self.uplink_if, self.downlink_if, profile.uplink),
-                ("downlink", self.downlink_if, self.uplink_if, profile.downlink)]
+        return [
+            ("uplink", self.uplink_if, self.downlink_if, profile.uplink),
+            ("downlink", self.downlink_if, self.uplink_if, profile.downlink),
+        ]
 
 
 class ShapingBackend(ABC):

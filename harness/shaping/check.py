@@ -65,14 +65,30 @@ class LinkCheck:
         return [
             ("RTT mean", _show(self.rtt_mean_ms, " ms"), _show(t["rtt_mean_ms"], " ms"), v["rtt_within_2ms"]),
             ("RTT SD", _show(self.rtt_sd_ms, " ms"), "", None),
-            ("uplink loss", f"{self.uplink_loss_percent:g} % ({self.uplink_lost})",
-             _show(t["uplink_loss_percent"], " %"), v["uplink_loss_in_95ci"]),
-            ("downlink loss", f"{self.downlink_loss_percent:g} % ({self.downlink_lost})",
-             _show(t["downlink_loss_percent"], " %"), v["downlink_loss_in_95ci"]),
-            ("uplink TCP", _show(self.uplink_mbit, " Mbit/s"), _show(t["uplink_mbit"], " Mbit/s"),
-             v["uplink_rate_within_5pct"]),
-            ("downlink TCP", _show(self.downlink_mbit, " Mbit/s"), _show(t["downlink_mbit"], " Mbit/s"),
-             v["downlink_rate_within_5pct"]),
+            (
+                "uplink loss",
+                f"{self.uplink_loss_percent:g} % ({self.uplink_lost})",
+                _show(t["uplink_loss_percent"], " %"),
+                v["uplink_loss_in_95ci"],
+            ),
+            (
+                "downlink loss",
+                f"{self.downlink_loss_percent:g} % ({self.downlink_lost})",
+                _show(t["downlink_loss_percent"], " %"),
+                v["downlink_loss_in_95ci"],
+            ),
+            (
+                "uplink TCP",
+                _show(self.uplink_mbit, " Mbit/s"),
+                _show(t["uplink_mbit"], " Mbit/s"),
+                v["uplink_rate_within_5pct"],
+            ),
+            (
+                "downlink TCP",
+                _show(self.downlink_mbit, " Mbit/s"),
+                _show(t["downlink_mbit"], " Mbit/s"),
+                v["downlink_rate_within_5pct"],
+            ),
         ]
 
     @property
@@ -86,8 +102,12 @@ def _show(value: float | None, unit: str = "") -> str:
 
 
 def read_sysctl(namespace: str, key: str) -> str:
-    done = subprocess.run(netns.command(namespace, ["cat", "/proc/sys/" + key.replace(".", "/")]),
-                          capture_output=True, text=True, timeout=10)
+    done = subprocess.run(
+        netns.command(namespace, ["cat", "/proc/sys/" + key.replace(".", "/")]),
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     return done.stdout.strip()
 
 
@@ -103,10 +123,14 @@ def set_congestion_control(place: Place, algorithm: str) -> None:
     allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
     available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
     if algorithm not in available:
-        raise HarnessError(f"congestion control '{algorithm}' is not in this kernel (available: {', '.join(available)})")
+        raise HarnessError(
+            f"congestion control '{algorithm}' is not in this kernel (available: {', '.join(available)})"
+        )
     if algorithm not in allowed:
-        raise HarnessError(f"congestion control '{algorithm}' is available but not allowed for namespaces: "
-                           f"add it to net.ipv4.tcp_allowed_congestion_control in the host (allowed: {', '.join(allowed)})")
+        raise HarnessError(
+            f"congestion control '{algorithm}' is available but not allowed for namespaces: "
+            f"add it to net.ipv4.tcp_allowed_congestion_control in the host (allowed: {', '.join(allowed)})"
+        )
     peer = _peer(place)
     for namespace in (peer.client_namespace, peer.server_namespace):
         netns.set_sysctl(namespace, "net.ipv4.tcp_congestion_control", algorithm)
@@ -168,11 +192,11 @@ def probe_rtt(place: Place, probes: int, interval: float, wait: float) -> tuple[
                         deadline = now + wait
                 if deadline is not None and now >= deadline:
                     break
-                wake = next_send if seq < probes else deadline  # next probe due, or the end
+                wake = next_send if seq < probes or deadline is None else deadline  # next probe due, or the end
                 timeout = max(0.0, wake - now)
                 if select.select([s], [], [], timeout)[0]:
                     data = s.recv(64)
-                    got, _ = PROBE.unpack(data[:PROBE.size])
+                    got, _ = PROBE.unpack(data[: PROBE.size])
                     if got in sent_at:
                         rtts.append((time.monotonic() - sent_at.pop(got)) * 1000)
     os.waitpid(pid, 0)
@@ -185,12 +209,27 @@ def iperf(peer: ProbePeer, direction: str, seconds: float) -> float | None:
     """TCP goodput in Mbit/s, one flow; uplink = client sends."""
     require_program("iperf3", "iperf3")
     server_ns, client_ns, address = peer.server_namespace, peer.client_namespace, peer.address
-    server = subprocess.Popen(netns.command(server_ns, ["iperf3", "-s", "-B", address, "-p", str(IPERF_PORT)]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        netns.command(server_ns, ["iperf3", "-s", "-B", address, "-p", str(IPERF_PORT)]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         if netns.wait_tcp(server_ns, [(address, IPERF_PORT)], timeout=5):
             return None
-        argv = ["iperf3", "-c", address, "-p", str(IPERF_PORT), "-t", str(max(1, round(seconds))), "-O", "1", "-J"]  # -O 1: omit slow start
+        argv = [
+            "iperf3",
+            "-c",
+            address,
+            "-p",
+            str(IPERF_PORT),
+            "-t",
+            str(max(1, round(seconds))),
+            "-O",
+            "1",
+            "-J",
+        ]  # -O 1: omit slow start
         if direction == "downlink":
             argv.append("-R")
         done = subprocess.run(netns.command(client_ns, argv), capture_output=True, text=True, timeout=seconds + 30)
@@ -214,8 +253,15 @@ def binomial_interval(lost: int, n: int, z: float = 1.96) -> tuple[float, float]
     return (round(100 * max(0.0, centre - half), 3), round(100 * min(1.0, centre + half), 3))
 
 
-def check_link(place: Place, profile: LinkProfile, backend: str | None, probes: int = 300, interval: float = 0.01,
-               seconds: float = 5.0, base_rtt_ms: float = 0.1) -> LinkCheck:
+def check_link(
+    place: Place,
+    profile: LinkProfile,
+    backend: str | None,
+    probes: int = 300,
+    interval: float = 0.01,
+    seconds: float = 5.0,
+    base_rtt_ms: float = 0.1,
+) -> LinkCheck:
     """Measure RTT, loss per direction and TCP goodput per direction, and judge them against the profile."""
     if probes < 200:
         raise HarnessError(f"--probes must be at least 200 (got {probes})")
@@ -225,25 +271,35 @@ def check_link(place: Place, profile: LinkProfile, backend: str | None, probes: 
     rtts, seen, sent = probe_rtt(place, probes, interval, wait)
     up_lost, down_lost = sent - seen, seen - len(rtts)
     check = LinkCheck(
-        profile=profile.name, backend=backend, probes=sent,
+        profile=profile.name,
+        backend=backend,
+        probes=sent,
         rtt_mean_ms=round(statistics.fmean(rtts), 3) if rtts else None,
         rtt_sd_ms=round(statistics.stdev(rtts), 3) if len(rtts) > 1 else None,
         uplink_loss_percent=round(100 * up_lost / sent, 3),
         downlink_loss_percent=round(100 * down_lost / seen, 3) if seen else 100.0,
-        uplink_lost=up_lost, downlink_lost=down_lost,
+        uplink_lost=up_lost,
+        downlink_lost=down_lost,
         uplink_mbit=iperf(peer, "uplink", seconds) if rtts else None,
         downlink_mbit=iperf(peer, "downlink", seconds) if rtts else None,
-        congestion_control={role: read_sysctl(ns, "net.ipv4.tcp_congestion_control")
-                            for role, ns in (("client", peer.client_namespace), ("server", peer.server_namespace))},
+        congestion_control={
+            role: read_sysctl(ns, "net.ipv4.tcp_congestion_control")
+            for role, ns in (("client", peer.client_namespace), ("server", peer.server_namespace))
+        },
     )
     if not rtts:
         check.problem = "no probe came back: the link is down (a dead delayer stops its direction)"
     up, down = profile.uplink, profile.downlink
-    check.targets = {"rtt_mean_ms": round(base_rtt_ms + trip["added_rtt_ms"], 3),
-                     "uplink_loss_percent": up.loss_percent, "downlink_loss_percent": down.loss_percent,
-                     "uplink_mbit": _goodput(up.rate_mbit), "downlink_mbit": _goodput(down.rate_mbit)}
+    check.targets = {
+        "rtt_mean_ms": round(base_rtt_ms + trip["added_rtt_ms"], 3),
+        "uplink_loss_percent": up.loss_percent,
+        "downlink_loss_percent": down.loss_percent,
+        "uplink_mbit": _goodput(up.rate_mbit),
+        "downlink_mbit": _goodput(down.rate_mbit),
+    }
     check.verdicts = {
-        "rtt_within_2ms": check.rtt_mean_ms is not None and abs(check.rtt_mean_ms - check.targets["rtt_mean_ms"]) <= 2.0,
+        "rtt_within_2ms": check.rtt_mean_ms is not None
+        and abs(check.rtt_mean_ms - check.targets["rtt_mean_ms"]) <= 2.0,
         "uplink_loss_in_95ci": _within(up.loss_percent, binomial_interval(up_lost, sent)),
         "downlink_loss_in_95ci": _within(down.loss_percent, binomial_interval(down_lost, seen)),
         "uplink_rate_within_5pct": _rate_ok(check.uplink_mbit, check.targets["uplink_mbit"]),
@@ -266,8 +322,14 @@ def _rate_ok(measured: float | None, target: float | None) -> bool | None:
     return abs(measured - target) <= 0.05 * target
 
 
-def measure_link(place: Place, network: str, backend: str = "auto", probes: int = 300, seconds: float = 5.0,
-                 congestion_control: str | None = None) -> LinkCheck:
+def measure_link(
+    place: Place,
+    network: str,
+    backend: str = "auto",
+    probes: int = 300,
+    seconds: float = 5.0,
+    congestion_control: str | None = None,
+) -> LinkCheck:
     """`net check`: apply the profile ``network`` with ``backend``, optionally pin congestion control, measure."""
     from harness.shaping.profile import load_link_profile
     from harness.shaping.shaper import Shaper

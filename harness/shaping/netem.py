@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from harness.errors import HarnessError
 from harness.daemons import Daemon
+from harness.errors import HarnessError
 from harness.shaping.backend import ShapingBackend
 from harness.shaping.profile import LinkProfile
 from harness.shaping.userspace import TBF, tbf_replace
@@ -38,11 +38,26 @@ class NetemBackend(ShapingBackend):
                     tbf_replace(ns, egress, d.rate_mbit)
                     continue
                 try:
-                    ipr.tc("replace", "netem", index, 0x10000, delay=int(d.delay_ms * 1000),
-                           jitter=int(d.jitter_ms * 1000), loss=d.loss_percent, limit=NETEM_LIMIT)
+                    ipr.tc(
+                        "replace",
+                        "netem",
+                        index,
+                        0x10000,
+                        delay=int(d.delay_ms * 1000),
+                        jitter=int(d.jitter_ms * 1000),
+                        loss=d.loss_percent,
+                        limit=NETEM_LIMIT,
+                    )
                     if d.rate_mbit:
-                        ipr.tc("replace", "tbf", index, 0x100000, parent=0x10001,
-                               rate=f"{int(d.rate_mbit * 1000)}kbit", **TBF)
+                        ipr.tc(
+                            "replace",
+                            "tbf",
+                            index,
+                            0x100000,
+                            parent=0x10001,
+                            rate=f"{int(d.rate_mbit * 1000)}kbit",
+                            **TBF,
+                        )
                 except NetlinkError as exc:
                     raise HarnessError(f"netem on {egress} in {ns} failed ({exc}); use --backend userspace") from exc
         return []

@@ -31,7 +31,7 @@ class LinkProfile(BaseModel):
     """A network profile: uplink is client -> servers, downlink servers -> client."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = ""                      # the file's stem, filled in at load
+    name: str = ""  # the file's stem, filled in at load
     description: str = Field(min_length=1)
     source: str = Field(min_length=1)  # where the figures come from
     uplink: Direction = Direction()
@@ -46,7 +46,7 @@ class LinkProfile(BaseModel):
         up, down = self.uplink, self.downlink
         return {
             "added_rtt_ms": round(up.delay_ms + down.delay_ms, 3),
-            "rtt_jitter_ms": round((up.jitter_ms ** 2 + down.jitter_ms ** 2) ** 0.5, 3),
+            "rtt_jitter_ms": round((up.jitter_ms**2 + down.jitter_ms**2) ** 0.5, 3),
             "pair_loss_percent": round(100 * (1 - (1 - up.loss_percent / 100) * (1 - down.loss_percent / 100)), 3),
         }
 

@@ -30,8 +30,12 @@ class Shaper:
         if backend not in ("auto", *BACKENDS):
             raise HarnessError(f"unknown shaping backend '{backend}': choose auto, {', '.join(BACKENDS)}")
         self.place = place
-        self.point = ShapingPoint(namespace=place.namespaces["shaper"], uplink_if=SHAPER_SERVER_IF,
-                                  downlink_if=SHAPER_CLIENT_IF, run_dir=place.run_dir)
+        self.point = ShapingPoint(
+            namespace=place.namespaces["shaper"],
+            uplink_if=SHAPER_SERVER_IF,
+            downlink_if=SHAPER_CLIENT_IF,
+            run_dir=place.run_dir,
+        )
         self.requested = backend
         self.state_file = place.run_dir / "shaping.json"
 
@@ -62,8 +66,12 @@ class Shaper:
         """Apply ``profile``; False if exactly it is already applied and healthy (a no-op)."""
         self.place.require_healthy()
         state = self.state()
-        if state and state.get("fingerprint") == fingerprint(profile) and self.problem() is None \
-                and self.requested in ("auto", state.get("backend")):
+        if (
+            state
+            and state.get("fingerprint") == fingerprint(profile)
+            and self.problem() is None
+            and self.requested in ("auto", state.get("backend"))
+        ):
             return False
         backend_name = self.choose_backend()
         self.clear()
@@ -74,9 +82,18 @@ class Shaper:
         except BaseException:
             backend.clear()
             raise
-        self.state_file.write_text(json.dumps({
-            "profile": profile.name, "fingerprint": fingerprint(profile), "backend": backend_name,
-            "settings": profile.model_dump(), "daemons": [d.to_dict() for d in daemons]}, indent=1))
+        self.state_file.write_text(
+            json.dumps(
+                {
+                    "profile": profile.name,
+                    "fingerprint": fingerprint(profile),
+                    "backend": backend_name,
+                    "settings": profile.model_dump(),
+                    "daemons": [d.to_dict() for d in daemons],
+                },
+                indent=1,
+            )
+        )
         return True
 
     def clear(self) -> None:
@@ -90,5 +107,8 @@ class Shaper:
 def _offloads_off(place: Place) -> None:
     """Segmentation offloads would let tbf and loss act on 64 KB super-packets instead of real ones."""
     for namespace, ifname in place.link_ends():
-        subprocess.run(netns.command(namespace, ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]),
-                       capture_output=True, timeout=10)
+        subprocess.run(
+            netns.command(namespace, ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]),
+            capture_output=True,
+            timeout=10,
+        )

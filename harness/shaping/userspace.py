@@ -13,8 +13,8 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from harness import netns
-from harness.errors import HarnessError
 from harness.daemons import Daemon
+from harness.errors import HarnessError
 from harness.lab.upstream import delayer_path
 from harness.shaping.backend import ShapingBackend
 from harness.shaping.profile import LinkProfile
@@ -50,23 +50,36 @@ class UserspaceBackend(ShapingBackend):
             tbf_replace(ns, egress, d.rate_mbit)
             if d.loss_percent:
                 threshold = round(d.loss_percent / 100 * LOSS_SCALE)
-                drops.append(f'    iifname "{ingress}" meta protocol {{ ip, ip6 }} numgen random mod {LOSS_SCALE} '
-                             f'< {threshold} counter name {direction}_dropped drop')
+                drops.append(
+                    f'    iifname "{ingress}" meta protocol {{ ip, ip6 }} numgen random mod {LOSS_SCALE} '
+                    f"< {threshold} counter name {direction}_dropped drop"
+                )
             if d.delay_ms or d.jitter_ms:
                 queue = QUEUES[direction]
                 _iptables(ns, ["-t", "mangle", "-A", CHAIN, "-i", ingress, "-j", "NFQUEUE", "--queue-num", str(queue)])
                 daemon = Daemon(
-                    name=f"shaper-{direction}", namespace=ns,
-                    argv=[delayer_path(), f"-queue={queue}", f"-delay={int(d.delay_ms * 1000)}us",
-                          f"-jitter={int(d.jitter_ms * 1000)}us", "-dist=uniform",
-                          f"-stats={run / f'shaper-{direction}.json'}"],
-                    log=str(run / "logs" / f"shaper-{direction}.log"), addresses=[])
+                    name=f"shaper-{direction}",
+                    namespace=ns,
+                    argv=[
+                        delayer_path(),
+                        f"-queue={queue}",
+                        f"-delay={int(d.delay_ms * 1000)}us",
+                        f"-jitter={int(d.jitter_ms * 1000)}us",
+                        "-dist=uniform",
+                        f"-stats={run / f'shaper-{direction}.json'}",
+                    ],
+                    log=str(run / "logs" / f"shaper-{direction}.log"),
+                    addresses=[],
+                )
                 daemon.start()
                 daemons.append(daemon)
         counters = "".join(f"  counter {name}_dropped {{ }}\n" for name in QUEUES)
-        script = (f"table inet {TABLE}\ndelete table inet {TABLE}\ntable inet {TABLE} {{\n{counters}"
-                  f"  chain forward {{\n    type filter hook forward priority -10; policy accept;\n"
-                  + "\n".join(drops) + "\n  }\n}\n")
+        script = (
+            f"table inet {TABLE}\ndelete table inet {TABLE}\ntable inet {TABLE} {{\n{counters}"
+            f"  chain forward {{\n    type filter hook forward priority -10; policy accept;\n"
+            + "\n".join(drops)
+            + "\n  }\n}\n"
+        )
         _nft(ns, script)
         return daemons
 
@@ -90,8 +103,10 @@ def _iptables(namespace: str, args: list[str]) -> None:
 
 def _nft(namespace: str, script: str) -> None:
     import subprocess
-    done = subprocess.run(netns.command(namespace, ["nft", "-f", "-"]), input=script, capture_output=True, text=True,
-                          timeout=10)
+
+    done = subprocess.run(
+        netns.command(namespace, ["nft", "-f", "-"]), input=script, capture_output=True, text=True, timeout=10
+    )
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or ["?"])[0]
         raise HarnessError(f"nft in {namespace} refused the loss rules: {first}")
