@@ -16,6 +16,16 @@ BUILD_BIN = PROJECT_ROOT / "build" / "bin"
 RUN_ROOT = Path(os.environ.get("DNSSTUDY_RUN", "/run/dnsstudy"))
 
 
+def built_program(name: str) -> str:
+    """A program scripts/setup.sh builds into build/bin, by absolute path; a one-line error if it is missing."""
+    from harness.errors import HarnessError
+
+    path = BUILD_BIN / name
+    if not path.exists():
+        raise HarnessError(f"{path} is missing: run 'bash scripts/setup.sh' (it builds {name})")
+    return str(path)
+
+
 def project_path(value: str | Path) -> Path:
     """Resolve a path from a profile: absolute as is, else relative to the checkout."""
     path = Path(value)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.arms import ClientSide, Resolver, make_arm
+from harness.arms.dot import DotArm
 from harness.arms.evidence import client_counter_names, judge
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
@@ -75,7 +76,9 @@ def test_doh_prefs_force_trr_only_with_a_bootstrap_address():
 
 
 def test_stubby_config_requires_authentication_and_tls_only():
-    text = make_arm("dot", RESOLVER, CLIENT).config()
+    arm = make_arm("dot", RESOLVER, CLIENT)
+    assert isinstance(arm, DotArm)
+    text = arm.config()
     assert "tls_authentication: GETDNS_AUTHENTICATION_REQUIRED" in text
     assert "dns_transport_list: [GETDNS_TRANSPORT_TLS]" in text
     assert "  - address_data: 198.18.1.53" in text
@@ -85,7 +88,9 @@ def test_stubby_config_requires_authentication_and_tls_only():
 def test_stubby_config_refuses_a_non_address():
     bad = Resolver("near", "198.18.1.53\nlisten_addresses: [0.0.0.0@53]", "n", "https://n/dns-query")
     with pytest.raises(ValueError):
-        make_arm("dot", bad, CLIENT).config()
+        arm = make_arm("dot", bad, CLIENT)
+        assert isinstance(arm, DotArm)
+        arm.config()
 
 
 def test_every_quiet_pref_has_a_reason_and_renders():

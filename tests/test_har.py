@@ -171,4 +171,5 @@ def test_error_visit_har_has_onload_minus_one():
 def test_check_har_catches_a_mismatch():
     har = build_har(events(), page(), "153.7.0esr", "0.1.0")
     har["log"]["pages"].append(dict(har["log"]["pages"][0], id="page_2"))
-    assert "2 pages" in check_har(har)
+    problem = check_har(har)
+    assert problem is not None and "2 pages" in problem

@@ -261,7 +261,9 @@ def test_first_dot_query_is_not_held_by_nagle(lab, client, resolvers):
             f"@{resolvers['near']['address']}",
             "google.com",
         )
-        times.append(float(re.search(r"in ([0-9.]+) ms", out.stdout).group(1)))
+        found = re.search(r"in ([0-9.]+) ms", out.stdout)
+        assert found is not None, out.stdout
+        times.append(float(found.group(1)))
     assert median(times) < 20, times
 
 

@@ -34,7 +34,7 @@ NETERROR = "about:neterror?e={}&u=https%3A//x.test/&c=UTF-8&d=We%20can%E2%80%99t
 )
 def test_error_page_codes_come_from_the_uri_query(uri, kind, code):
     page = error_page(uri)
-    assert (page.kind, page.code) == (kind, code)
+    assert page is not None and (page.kind, page.code) == (kind, code)
 
 
 @pytest.mark.parametrize("uri", [None, "https://x.test/?e=dnsNotFound", "about:blank", "about:home"])

@@ -34,7 +34,7 @@ def test_the_plan_has_every_visit_once_in_network_blocks():
     keys = Counter((v.round, v.network, v.site.domain, v.resolver, v.protocol) for v in visits)
     assert set(keys.values()) == {1}
     # Each block is one network, and a round visits each network in exactly one block.
-    blocks = {}
+    blocks: dict[int, set[tuple[int, str]]] = {}
     for v in visits:
         blocks.setdefault(v.block, set()).add((v.round, v.network))
     assert all(len(b) == 1 for b in blocks.values()) and len(blocks) == 2 * 3
@@ -56,7 +56,7 @@ def test_the_store_takes_the_plan_and_hands_out_visits_in_order(tmp_path):
     store.add_study("s1", "test", 1, {"rounds": 2})
     assert store.add_plan("s1", plan()) == 360
     first = store.next_planned("s1")
-    assert first == plan()[0]
+    assert first is not None and first == plan()[0]
     har = tmp_path / "a.har.gz"
     har.write_bytes(b"x")
     record = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -31,10 +32,12 @@ CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/c
 
 def _choices(*command: str) -> tuple[str, ...]:
     """The --protocol choices of a CLI command, as its parser sees them."""
-    cmd = main
+    cmd: click.Command = main
     for name in command:
-        cmd = cmd.commands[name]  # type: ignore[attr-defined]
+        assert isinstance(cmd, click.Group), cmd
+        cmd = cmd.commands[name]
     option = next(p for p in cmd.params if p.name in ("protocol", "protocols"))
+    assert isinstance(option.type, click.Choice), option.type
     return tuple(option.type.choices)
 
 
@@ -58,7 +61,7 @@ def test_every_browser_protocol_is_accepted_by_every_consumer(tmp_path):
         arm = make_arm(name, RESOLVER, CLIENT)
         assert arm.protocol == name
         assert name in _choices("visit")
-        assert load_study(_study_with(tmp_path, f'["{name}"]')).study.protocols == [name]
+        assert load_study(str(_study_with(tmp_path, f'["{name}"]'))).study.protocols == [name]
         required, forbidden = required_counters(name, arm.uses_stub), forbidden_counters(name, arm.uses_stub)
         assert set(required) <= counters and set(forbidden) <= counters and not set(required) & set(forbidden)
         assert f"{name}_resolver" in required
@@ -71,7 +74,7 @@ def test_every_timer_protocol_is_accepted_by_every_consumer(tmp_path):
         assert argv[argv.index("--protocol") + 1] == name
         assert name in _choices("timer")
         timer = f'\n[timer]\nprotocols = ["{name}"]\n'
-        assert load_study(_study_with(tmp_path, '["do53"]', timer)).study.timer.protocols == [name]
+        assert load_study(str(_study_with(tmp_path, '["do53"]', timer))).study.timer.protocols == [name]
 
 
 def test_the_store_carries_the_order_and_the_analysis_follows_it(tmp_path):
@@ -104,7 +107,7 @@ def test_a_new_arm_appears_in_the_cli_the_study_and_the_proofs_without_other_edi
     assert "dummy" in protocols.browser_protocols() and "dummy" in _choices("visit")
     refused = CliRunner().invoke(main, ["visit", "https://x.test/", "--protocol", "dnscrypt"])
     assert refused.exit_code == 2 and "dummy" in refused.output  # the choices offered include it
-    assert load_study(_study_with(tmp_path, '["do53", "dummy"]')).study.protocols == ["do53", "dummy"]
+    assert load_study(str(_study_with(tmp_path, '["do53", "dummy"]'))).study.protocols == ["do53", "dummy"]
     assert isinstance(make_arm("dummy", RESOLVER, CLIENT), dummy_arm)
     assert "dummy_resolver" in client_counter_names()
     assert "dummy_connections" in forbidden_counters("do53", uses_stub=False)  # other arms may not use it
@@ -112,4 +115,4 @@ def test_a_new_arm_appears_in_the_cli_the_study_and_the_proofs_without_other_edi
     protocols.unregister("dummy")
     assert "dummy" not in _choices("visit")
     with pytest.raises(Exception, match="no browser arm for protocol 'dummy'"):
-        load_study(_study_with(tmp_path, '["dummy"]'))
+        load_study(str(_study_with(tmp_path, '["dummy"]')))

@@ -106,7 +106,8 @@ def test_a_study_resolves_its_selections(tmp_path):
     ],
 )
 def test_a_study_with_a_mistake_gets_one_line_naming_file_line_and_key(tmp_path, change, message):
-    path = write_study(tmp_path, GOOD.replace(*change, 1))
+    old, new = change
+    path = write_study(tmp_path, GOOD.replace(old, new, 1))
     with pytest.raises(HarnessError, match=message) as error:
         load_study(str(path))
     assert "\n" not in str(error.value)

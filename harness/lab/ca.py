@@ -73,7 +73,7 @@ class CertificateAuthority:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
     def issue(self, names: list[str], ips: list[str], key: ec.EllipticCurvePrivateKey) -> bytes:
-        """A server certificate (PEM, leaf then CA) for DNS names and IP addresses."""
+        """A server certificate (PEM, the leaf alone: clients hold the CA) for DNS names and IP addresses."""
         now = dt.datetime.now(dt.UTC)
         sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
         sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
@@ -92,7 +92,6 @@ class CertificateAuthority:
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
             .sign(self.key, hashes.SHA256())
         )
-        # The chain a server sends: leaf only (clients hold the CA).
         return cert.public_bytes(serialization.Encoding.PEM)
 
 

@@ -12,16 +12,9 @@ from __future__ import annotations
 from harness import netns
 from harness.errors import HarnessError
 from harness.lab.config import LabConfig, RecursiveResolver
-from harness.paths import BUILD_BIN
+from harness.paths import built_program
 
 QUEUE_BASE = 100
-DELAYER = BUILD_BIN / "nfqdelay"
-
-
-def delayer_path() -> str:
-    if not DELAYER.exists():
-        raise HarnessError(f"{DELAYER} missing: run scripts/setup.sh to build the delayer (needs Go)")
-    return str(DELAYER)
 
 
 def queue_of(index: int) -> int:
@@ -33,7 +26,7 @@ def delayer_argv(index: int, resolver: RecursiveResolver, stats: str) -> list[st
     half_us = int(resolver.upstream_rtt_ms * 1000 / 2)
     jitter_us = int(resolver.upstream_jitter_ms * 1000 / 2)
     return [
-        delayer_path(),
+        built_program("nfqdelay"),
         f"-queue={queue_of(index)}",
         f"-delay={half_us}us",
         f"-jitter={jitter_us}us",

@@ -15,7 +15,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from harness import netns
 from harness.daemons import Daemon
 from harness.errors import HarnessError
-from harness.lab.upstream import delayer_path
+from harness.paths import built_program
 from harness.shaping.backend import ShapingBackend
 from harness.shaping.profile import LinkProfile
 
@@ -61,7 +61,7 @@ class UserspaceBackend(ShapingBackend):
                     name=f"shaper-{direction}",
                     namespace=ns,
                     argv=[
-                        delayer_path(),
+                        built_program("nfqdelay"),
                         f"-queue={queue}",
                         f"-delay={int(d.delay_ms * 1000)}us",
                         f"-jitter={int(d.jitter_ms * 1000)}us",
