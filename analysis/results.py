@@ -138,7 +138,12 @@ def _protocol_order(db: sqlite3.Connection) -> list[str]:
 
 
 def _order_protocols(visits: pd.DataFrame, order: list[str]) -> None:
-    """Make `protocol` an ordered category: the stores' order, then any other protocol by name."""
+    """Make `protocol` an ordered category: the stores' order (else the default analysis profile's label
+    order, for stores written before `meta.protocols` existed), then any other protocol by name."""
+    if not order:
+        from analysis.settings import load_settings
+
+        order = list(load_settings().labels.protocols)
     present = [str(p) for p in visits["protocol"].cat.categories]
     ranked = list(dict.fromkeys(order)) + sorted(p for p in present if p not in order)
     visits["protocol"] = visits["protocol"].cat.set_categories(ranked, ordered=True)

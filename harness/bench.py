@@ -21,17 +21,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError
-from harness.place import Place
-
-if TYPE_CHECKING:
-    from harness.lab.lab import Lab
 from harness.paths import PROJECT_ROOT
+from harness.place import Place
 from harness.profile import load_profile
 from harness.protocols import timer_protocols
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import TimerSettings, Timing, parse_output, start_timer, time_names
+
+if TYPE_CHECKING:
+    from harness.lab.lab import Lab
 
 DEFAULT_PROFILE = PROJECT_ROOT / "profiles" / "bench" / "default.toml"
 

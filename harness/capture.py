@@ -14,7 +14,7 @@ the timer fails for the capture's sake. Three things stand in the way, and
   ``--immediate-mode`` on ``-i any``, libpcap sizes every ring frame for a
   256 KiB packet, so its 2 MiB buffer holds 8 packets; when tcpdump is off
   the CPU for half a millisecond (a busy 2-core CI machine) the next DNS
-  packets are "dropped by kernel" -- issue 19's 26 of 30 queries. A 2 KiB
+  packets are "dropped by kernel" (a CI run once saw 26 of 30 queries). A 2 KiB
   snapshot (every header and DNS question still fits) and a 4 MiB buffer
   give about 2,000 frames; tcpdump's own drop count is checked at the end.
 * the start. "listening on" is printed by tcpdump, not proven by the

@@ -35,7 +35,7 @@ from harness.shaping.check import check_link, read_sysctl
 from harness.shaping.profile import LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.store import Store
-from harness.study import LoadedStudy, check_resolvers
+from harness.study import LoadedStudy, as_current_study, check_resolvers
 from harness.timer import TimerSettings, hostnames_from_hars, time_pairs
 from harness.visit import Visitor, VisitResult
 
@@ -100,14 +100,12 @@ class Crawl:
         Returns the number of visits planned.
         """
         config = self.loaded.record()
+        self.store.record_protocols()
         existing = self.store.study_config(self.study_id)
         if existing is None:
             return self.store.add_study(self.study_id, self.study.name, self.study.seed, config, self.loaded.plan())
-        changed = sorted(
-            k
-            for k in set(config["study"]) | set(existing["study"])
-            if config["study"].get(k) != existing["study"].get(k)
-        )
+        stored = as_current_study(existing["study"])
+        changed = sorted(k for k in set(config["study"]) | set(stored) if config["study"].get(k) != stored.get(k))
         if existing.get("list") != config["list"]:
             changed.append("the site list")
         if changed:
@@ -315,7 +313,8 @@ class Crawl:
             _discard_har(result)
         raise CrawlHalted(
             f"{self.place.name}: daemons died ({', '.join(status.dead)}); the crawl stopped "
-            f"with visit {visit.ordinal} still planned: bring the lab up again and resume"
+            f"with visit {visit.ordinal} still planned: bring the {self.place.kind} up again "
+            f"('{self.place.up_command}') and resume"
         )
 
     # -- after a block -------------------------------------------------------------------
@@ -353,8 +352,8 @@ class Crawl:
             names_key=(str(block),),
             stopping=lambda: self.stopping,
         )
-        if self.stopping:
-            return  # the block is timed again on resume, whole
+        if names and len(runs) < len(pairs):
+            return  # stopped part-way: the block is timed again on resume, whole
         records = [{**x.to_dict(), "network": network} for run in runs for x in run.timings]
         problems = [run.problem for run in runs if run.problem]
         self.store.add_block_timings(self.study_id, block, network, len(names), records, "; ".join(problems) or None)

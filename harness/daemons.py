@@ -1,4 +1,5 @@
-"""Long-running lab processes: started inside a namespace, tracked by pid and start time."""
+"""Long-running processes the harness supervises (lab daemons, stubs, shaping delayers): started inside a
+namespace, tracked by pid and start time."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def start_time(pid: int) -> int | None:
 
 @dataclass
 class Daemon:
-    """One supervised process of the lab."""
+    """One supervised process, in the namespace it was started in."""
 
     name: str
     namespace: str

@@ -5,6 +5,7 @@ The analysis that follows is the CLI's to start: the harness never imports it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,8 +29,9 @@ def crawl_on_own_lab(
     """Bring the lab up (if it is not), check every service, crawl the study, and bring down what we brought up."""
     if loaded.study.target != "lab":
         raise HarnessError(f"{loaded.path}: the demo runs lab studies; this one targets the {loaded.study.target}")
+    start = time.monotonic()
     started = lab.up()
-    console.print(f"lab {lab.name} {'up' if started else 'was already up'}")
+    console.print(f"lab {lab.name} {'up' if started else 'was already up'} in {time.monotonic() - start:.1f} s")
     try:
         if not report_checks(lab.run_checks()):
             raise HarnessError(f"lab {lab.name}: a service check failed (above); not crawling")

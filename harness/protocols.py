@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.arms.base import DnsArm
+    from pathlib import Path
+
+    from harness.arms.base import DnsArm, Resolver
+    from harness.timer import TimerSettings
+
+#: A timer program's command-line builder: (protocol, resolver, CA file, settings) -> argv.
+TimerArgv = Callable[["str", "Resolver", "Path", "TimerSettings"], list[str]]
 
 Carrier = Literal["udp", "tcp", "udp+tcp"]
 
@@ -42,9 +48,9 @@ class Protocol:
 
 _PROTOCOLS: dict[str, Protocol] = {}
 _ARMS: dict[str, type[DnsArm]] = {}
-_TIMERS: dict[str, Callable[..., list[str]]] = {}
+_TIMERS: dict[str, TimerArgv] = {}
 
-A = TypeVar("A", bound="type[DnsArm]")
+ArmClass = TypeVar("ArmClass", bound="type[DnsArm]")
 
 
 def register_protocol(protocol: Protocol) -> Protocol:
@@ -62,10 +68,10 @@ DOQ = register_protocol(Protocol("doq", rank=3, port=853, carrier="udp", encrypt
 DOH3 = register_protocol(Protocol("doh3", rank=4, port=443, carrier="udp", encrypted=True, web_port=True))
 
 
-def register_arm(protocol: Protocol) -> Callable[[A], A]:
+def register_arm(protocol: Protocol) -> Callable[[ArmClass], ArmClass]:
     """Class decorator: the browser arm for ``protocol``."""
 
-    def register(cls: A) -> A:
+    def register(cls: ArmClass) -> ArmClass:
         register_protocol(protocol)
         cls.protocol = protocol.name
         _ARMS[protocol.name] = cls
@@ -74,7 +80,7 @@ def register_arm(protocol: Protocol) -> Callable[[A], A]:
     return register
 
 
-def register_timer(protocol: Protocol, build_argv: Callable[..., list[str]]) -> None:
+def register_timer(protocol: Protocol, build_argv: TimerArgv) -> None:
     """The resolution-timer program for ``protocol``: a function that builds its command line."""
     register_protocol(protocol)
     _TIMERS[protocol.name] = build_argv
@@ -97,14 +103,6 @@ def protocols() -> list[Protocol]:
     """Every protocol, in rank order."""
     _load()
     return sorted(_PROTOCOLS.values(), key=lambda p: (p.rank, p.name))
-
-
-def protocol(name: str) -> Protocol:
-    _load()
-    try:
-        return _PROTOCOLS[name]
-    except KeyError:
-        raise HarnessError(f"unknown protocol '{name}' (choose from {', '.join(names())})") from None
 
 
 def names() -> list[str]:
@@ -136,7 +134,7 @@ def arm_class(name: str) -> type[DnsArm]:
         ) from None
 
 
-def timer_program(name: str) -> Callable[..., list[str]]:
+def timer_program(name: str) -> TimerArgv:
     _load()
     try:
         return _TIMERS[name]

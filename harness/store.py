@@ -101,10 +101,13 @@ class Store:
                         self.db.execute(statement)
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         self._check_version()
-        self._record_protocols()
 
-    def _record_protocols(self) -> None:
-        """The registry's protocols in table order, for readers that order configurations (`meta.protocols`)."""
+    def record_protocols(self) -> None:
+        """The registry's protocols in table order, for readers that order configurations (`meta.protocols`).
+
+        Written by the crawl (a writer), not on every open: a reader such as `study check --measured` must not
+        take a write lock on a store another crawl is using.
+        """
         order = json.dumps(protocol_names())
         row = self.db.execute("SELECT value FROM meta WHERE key = 'protocols'").fetchone()
         if row is None or row[0] != order:

@@ -223,6 +223,14 @@ class LoadedStudy:
         }
 
 
+def as_current_study(stored: dict) -> dict:
+    """A study as a store recorded it, with keys added since then at their defaults (so an older store resumes)."""
+    try:
+        return Study.model_validate(stored).model_dump(mode="json", by_alias=True)
+    except ValueError:  # no longer valid (e.g. a network profile was removed): compare it as it is
+        return stored
+
+
 def study_path(name_or_path: str) -> Path:
     """A study by name (profiles/studies/NAME.toml) or by path."""
     path = Path(name_or_path)

@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from harness import netns
@@ -24,6 +25,9 @@ from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.protocols import DO53, DOH, DOH3, DOQ, DOT, register_timer, timer_program
+
+if TYPE_CHECKING:
+    from harness.place import Place
 
 BIN = PROJECT_ROOT / "build" / "bin"
 
@@ -138,8 +142,7 @@ for _protocol in (DOQ, DOH3):
 
 def timer_argv(protocol: str, resolver: Resolver, ca_file: Path, settings: TimerSettings) -> list[str]:
     """The command line that times queries of ``protocol`` to ``resolver`` (names on stdin)."""
-    build: Callable[[str, Resolver, Path, TimerSettings], list[str]] = timer_program(protocol)
-    argv = build(protocol, resolver, ca_file, settings)
+    argv = timer_program(protocol)(protocol, resolver, ca_file, settings)
     if not Path(argv[0]).exists():
         raise HarnessError(f"{argv[0]} is missing: run 'bash scripts/setup.sh'")
     return argv + [
@@ -257,11 +260,13 @@ def time_pairs(
     pairs_key: tuple[str, ...] = (),
     names_key: tuple[str, ...] = (),
     stopping: Callable[[], bool] = lambda: False,
+    on_pair: Callable[[PairTimings], None] = lambda run: None,
 ) -> list[PairTimings]:
     """Time every name for every (resolver, protocol) pair, pairs and names in a random order from the seed.
 
     A pair whose timer fails (missing endpoint, crash) keeps its one-line problem and the loop goes on;
-    ``stopping`` ends the loop early (the caller decides what a partial run means).
+    ``on_pair`` sees each pair as it finishes (to keep it at once); ``stopping`` ends the loop early
+    (the caller decides what a partial run means: fewer runs than pairs).
     """
     names = list(names)
     order = shuffled([f"{r}/{p}" for r, p in pairs], seed, *pairs_key)
@@ -277,4 +282,40 @@ def time_pairs(
             runs.append(PairTimings(resolver, protocol, timings))
         except HarnessError as exc:
             runs.append(PairTimings(resolver, protocol, [], f"{pair}: {exc}"))
+        on_pair(runs[-1])
     return runs
+
+
+def time_hars(
+    place: Place,
+    hars: Iterable[Path],
+    resolvers: list[str],
+    protocols: list[str],
+    network: str,
+    settings: TimerSettings,
+    seed: int,
+    results_dir: Path,
+) -> tuple[int, list[PairTimings]]:
+    """`dnsstudy timer`: time every hostname of the HARs per resolver and protocol, under ``network``.
+
+    Each pair's records are appended to ``results_dir``/timings.jsonl as soon as the pair is done, so an
+    interrupted run keeps what it timed. Returns the number of hostnames and the runs.
+    """
+    from harness.shaping.shaper import shape
+
+    place.require_up()
+    for name in resolvers:
+        place.resolver(name)  # an unknown name fails here, before anything is shaped or timed
+    names = hostnames_from_hars(hars)
+    if not names:
+        raise HarnessError("the HARs name no hostname to time")
+    shape(place, network)
+    results_dir.mkdir(parents=True, exist_ok=True)
+
+    def keep(run: PairTimings) -> None:
+        with open(results_dir / "timings.jsonl", "a") as f:
+            f.writelines(json.dumps({**t.to_dict(), "network": network}) + "\n" for t in run.timings)
+
+    pairs = [(r, p) for r in resolvers for p in protocols]
+    runs = time_pairs(place.client_side(), place.resolver, pairs, names, settings, seed, ("pairs",), on_pair=keep)
+    return len(names), runs

@@ -26,7 +26,7 @@ from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError, require_root
 from harness.outcome import ErrorClass, Outcome, Signals, classify
 from harness.place import Place
-from harness.shaping.shaper import Shaper
+from harness.shaping.shaper import Shaper, shape
 
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
 #: beyond this they disagree and the record says so.
@@ -77,6 +77,9 @@ def geckodriver_version() -> str:
 class _Observed:
     """What one browser run left behind: the navigation, the counters around it, the arm's and link's health."""
 
+    url: str
+    visit_id: str
+    started: str  # ISO time, UTC
     report: NavigationReport
     arm_problem: str | None
     link_problem: str | None
@@ -84,6 +87,20 @@ class _Observed:
     before: dict[str, int] | None = None
     after: dict[str, int] | None = None
     packets: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def unmeasured(self) -> str | None:
+        """Why the counters prove nothing (the arm or the link was broken), or None."""
+        return self.arm_problem or self.link_problem
+
+
+@dataclass
+class _Har:
+    """The visit's HAR as built, where it was written (if it was), and what is wrong with it."""
+
+    data: dict | None = None
+    path: Path | None = None
+    problem: str | None = None
 
 
 class Visitor:
@@ -147,32 +164,17 @@ class Visitor:
     def visit(self, url: str, arm: DnsArm) -> VisitResult:
         """One visit through an arm the caller has started; ends the arm's visit state."""
         t0 = time.monotonic()
-        visit_id = uuid.uuid4().hex
-        started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         try:
             seen = self._browse(url, arm)
         finally:
             arm.finish_visit()
-        unmeasured = seen.arm_problem or seen.link_problem
-        proof = (
-            judge(
-                arm.protocol,
-                arm.transport,
-                seen.before,
-                seen.after,
-                seen.packets,
-                arm.client_required,
-                arm.client_forbidden,
-            )
-            if unmeasured is None
-            else ArmProof(arm.protocol, None, seen.packets, None, None, False, "not measured: " + unmeasured)
-        )
+        proof = _judge(arm, seen)
         report = seen.report
         page_loaded = report.exception is None and not (report.document_uri or "").startswith("about:")
         on_load = report.page.on_load_ms if (report.page and page_loaded) else None
         if report.page and not page_loaded:
             report.page.on_load_ms = report.page.on_content_load_ms = None  # an error page's own load
-        har, har_path, har_problem = self._keep_har(report, url, visit_id, page_loaded, unmeasured)
+        har = self._keep_har(seen, page_loaded)
         outcome = classify(
             Signals(
                 exception=report.exception,
@@ -183,29 +185,19 @@ class Visitor:
                 link_problem=seen.link_problem,
                 proof_valid=proof.valid,
                 proof_reason=proof.reason,
-                har_problem=har_problem,
+                har_problem=har.problem,
             )
         )
-        return self._result(
-            url,
-            arm,
-            seen,
-            proof,
-            outcome,
-            on_load,
-            har,
-            har_path,
-            har_problem,
-            visit_id=visit_id,
-            started=started,
-            wall_s=time.monotonic() - t0,
-        )
+        return self._result(arm, seen, proof, outcome, on_load, har, wall_s=time.monotonic() - t0)
 
     def _browse(self, url: str, arm: DnsArm) -> _Observed:
         """Run the browser once, between two readings of the counters; no browser when arm or link is broken."""
         state = self.shaper.state() or {}
         link = {k: state.get(k) for k in ("profile", "backend", "fingerprint")} if state else {"profile": None}
-        seen = _Observed(NavigationReport(url=url), arm.problem(), self.shaper.problem(), link)
+        started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+        seen = _Observed(
+            url, uuid.uuid4().hex, started, NavigationReport(url=url), arm.problem(), self.shaper.problem(), link
+        )
         if seen.arm_problem is not None or seen.link_problem is not None:
             return seen
         control = arm.resolver.control_config
@@ -226,50 +218,44 @@ class Visitor:
         seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
         return seen
 
-    def _keep_har(
-        self, report: NavigationReport, url: str, visit_id: str, page_loaded: bool, unmeasured: str | None
-    ) -> tuple[dict | None, Path | None, str | None]:
-        """Build the HAR from the events; write it if it is valid or the page loaded. (har, path, problem)."""
+    def _keep_har(self, seen: _Observed, page_loaded: bool) -> _Har:
+        """Build the HAR from the events; write it if it is valid or the page loaded."""
         t = time.monotonic()
-        har = har_path = har_problem = None
+        report, har = seen.report, _Har()
         if report.events or report.page:
-            har = build_har(report.events, report.page or PageInfo(url=url), self.versions["firefox"], __version__)
-            har_problem = check_har(har)
-            if har_problem is None or page_loaded:
-                har_path = self.results_dir / "hars" / f"{visit_id}.har.gz"
-                write_har(har, har_path)
-        elif unmeasured is None and report.driver_failure is None:
-            har_problem = "no events recorded"
+            page = report.page or PageInfo(url=seen.url)
+            har.data = build_har(report.events, page, self.versions["firefox"], __version__)
+            har.problem = check_har(har.data)
+            if har.problem is None or page_loaded:
+                har.path = self.results_dir / "hars" / f"{seen.visit_id}.har.gz"
+                write_har(har.data, har.path)
+        elif seen.unmeasured is None and report.driver_failure is None:
+            har.problem = "no events recorded"
         report.phases["har"] = time.monotonic() - t
-        return har, har_path, har_problem
+        return har
 
     def _result(
         self,
-        url: str,
         arm: DnsArm,
         seen: _Observed,
         proof: ArmProof,
         outcome: Outcome,
         on_load: float | None,
-        har: dict | None,
-        har_path: Path | None,
-        har_problem: str | None,
-        *,
-        visit_id: str,
-        started: str,
+        har: _Har,
         wall_s: float,
     ) -> VisitResult:
+        """The visit's record."""
         report = seen.report
         agrees = None
         if on_load is not None and report.bidi_on_load_ms is not None:
             agrees = abs(on_load - report.bidi_on_load_ms) <= ONLOAD_TOLERANCE_MS
         return VisitResult(
-            visit_id=visit_id,
-            url=url,
+            visit_id=seen.visit_id,
+            url=seen.url,
             protocol=arm.protocol,
             resolver=arm.resolver.name,
             network=self.network,
-            started_at=started,
+            started_at=seen.started,
             error_class=outcome.error_class.value,
             detail=outcome.detail,
             paper_2019=outcome.paper_2019,
@@ -291,14 +277,23 @@ class Visitor:
             },
             proof=proof.to_dict(),
             arm=arm.describe(),
-            har_path=str(har_path) if har_path else None,
-            har_entries=len(har["log"]["entries"]) if har else 0,
-            har_problem=har_problem,
+            har_path=str(har.path) if har.path else None,
+            har_entries=len(har.data["log"]["entries"]) if har.data else 0,
+            har_problem=har.problem,
             next_hop_protocol=report.next_hop_protocol,
             timeout_s=self.timeout,
             versions=self.versions,
             link=seen.link,
         )
+
+
+def _judge(arm: DnsArm, seen: _Observed) -> ArmProof:
+    """The arm's proof from the counters around the browser run; unproven if the arm or link was broken."""
+    if seen.unmeasured is not None:
+        return ArmProof(arm.protocol, None, seen.packets, None, None, False, "not measured: " + seen.unmeasured)
+    return judge(
+        arm.protocol, arm.transport, seen.before, seen.after, seen.packets, arm.client_required, arm.client_forbidden
+    )
 
 
 def run_visit(
@@ -311,7 +306,9 @@ def run_visit(
     margin: float = 10.0,
     network: str = "wired",
 ) -> VisitResult:
-    """One visit through a new Visitor, appended to ``results_dir``/visits.jsonl (what `dnsstudy visit` does)."""
+    """`dnsstudy visit`: shape the link as ``network`` says, visit once through a new Visitor, and append
+    the record to ``results_dir``/visits.jsonl."""
+    shape(place, network)
     result = Visitor(place, results_dir, timeout=timeout, margin=margin, network=network).visit_once(
         url, protocol, resolver
     )

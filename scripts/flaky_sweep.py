@@ -1,11 +1,10 @@
 """Run the test suite (or a selection) N times in a row and report which tests are flaky.
 
-This is the flakiness sweep of the issue "The README's test command is green
-every time": a test that fails once in thirty runs is as much a bug as one
-that always fails, and only repeated runs show it. Each run writes a JUnit
-XML report into a temporary directory; the sweep then prints every test that
-failed at least once (failures out of N, first line of its first failure
-message) and per-run totals. Exit status 1 if any test failed (or errored) in
+The README's test command must be green every time: a test that fails once
+in thirty runs is as much a bug as one that always fails, and only repeated
+runs show it. Each run writes a JUnit XML report into a temporary directory;
+the sweep then prints every test that failed at least once (failures out of
+N, first line of its first failure message) and per-run totals. Exit status 1 if any test failed (or errored) in
 any run, 0 otherwise.
 
     .venv/bin/python scripts/flaky_sweep.py --runs 10 -- tests/test_timer.py -k wire

@@ -110,3 +110,24 @@ def test_pref_file_errors_name_file_and_line(tmp_path):
     path.write_text('[[pref]]\nname = "a.b"\nvalue = true\nreason = "x"\ncolour = "red"\n')
     with pytest.raises(HarnessError, match=r"bad.toml:5: pref\.0\.colour"):
         load_profile(path, PrefSet)
+
+
+def test_each_arm_requires_its_own_transport_and_forbids_every_other_way_to_the_resolver():
+    """The proof's counter sets, written out: what a Do53, DoT and DoH visit must and must not show."""
+    sets = {}
+    for protocol in ("do53", "dot", "doh"):
+        arm = make_arm(protocol, RESOLVER, CLIENT)
+        sets[protocol] = (set(arm.client_required), set(arm.client_forbidden))
+    quic = {"doq_connections", "doh3_connections", "doq_other"}
+    assert sets["do53"] == (
+        {"do53_resolver"},
+        {"dot_connections", "doh_connections", "do53_other", "dot_other", "stub_loopback"} | quic,
+    )
+    assert sets["dot"] == (
+        {"stub_loopback", "dot_resolver"},
+        {"do53_connections", "doh_connections", "do53_other", "dot_other"} | quic,
+    )
+    assert sets["doh"] == (
+        {"doh_resolver"},
+        {"do53_connections", "dot_connections", "do53_other", "dot_other", "stub_loopback"} | quic,
+    )

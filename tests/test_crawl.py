@@ -58,8 +58,22 @@ def study_file(tmp_path: Path, name: str = "crawltest", seed: int = 5, changes: 
     return path
 
 
-def crawl_argv(study: Path, store: Path, prefix: str = TEST_PREFIX, subnet: str = TEST_SUBNET) -> list[str]:
-    return [*DNSSTUDY, "crawl", str(study), "--store", str(store), "--prefix", prefix, "--subnet", subnet]
+def crawl_argv(
+    study: Path, store: Path, prefix: str = TEST_PREFIX, subnet: str = TEST_SUBNET, backend: str = "auto"
+) -> list[str]:
+    return [
+        *DNSSTUDY,
+        "crawl",
+        str(study),
+        "--store",
+        str(store),
+        "--prefix",
+        prefix,
+        "--subnet",
+        subnet,
+        "--backend",
+        backend,
+    ]
 
 
 def done_visits(store: Path, where: str = "1") -> int:
@@ -142,9 +156,9 @@ def test_a_crawl_killed_at_random_moments_resumes_without_losing_or_repeating_a_
 
 def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_counted(lab, tmp_path):
     study, store = study_file(tmp_path, name="retrytest", seed=11), tmp_path / "run" / "store.sqlite"
-    crawl = subprocess.Popen(
-        crawl_argv(study, store), cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    # The user-space backend, whatever the kernel has: the test breaks the link by killing its delayers.
+    argv = crawl_argv(study, store, backend="userspace")
+    crawl = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         # Break the link emulation under the crawl: kill the 4g delayers once a 4g visit is in.
         wait_for(lambda: done_visits(store, "network = '4g'") >= 1, 200, "a 4g visit")
@@ -173,7 +187,7 @@ def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_count
         == 0
     )
     assert client_processes() == []
-    resumed = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
+    resumed = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert_store_matches_plan(study, store)
 

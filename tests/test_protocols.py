@@ -78,15 +78,28 @@ def test_every_timer_protocol_is_accepted_by_every_consumer(tmp_path):
 
 
 def test_the_store_carries_the_order_and_the_analysis_follows_it(tmp_path):
+    import json
+    import sqlite3
+
     from analysis.pairs import configurations
     from analysis.results import load
+    from harness.store import Store
 
     browser = protocols.browser_protocols()
     scrambled = [("r", p) for p in reversed(browser)]
     store = make_store(
         tmp_path / "s.sqlite", lambda *a: ("Successful", 1000.0, "Successful"), sites=4, configurations=scrambled
     )
+    # Written before meta.protocols existed: the default analysis profile's label order.
     assert configurations(load(store).visits) == [("r", p) for p in browser]
+    Store(store).record_protocols()
+    assert configurations(load(store).visits) == [("r", p) for p in browser]
+    # Whatever order the store records is the order the analysis shows.
+    db = sqlite3.connect(store)
+    with db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'protocols'", (json.dumps(list(reversed(browser))),))
+    db.close()
+    assert configurations(load(store).visits) == scrambled
 
 
 @pytest.fixture

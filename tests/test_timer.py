@@ -192,10 +192,12 @@ def test_the_timer_is_never_faster_than_the_wire(lab, tmp_path):
     assert sorted(wire) == sorted(names)
     for t in timings:
         assert _us(t) >= wire[t.name] - 20, (t.name, t.duration_us, wire[t.name])  # 20 µs: clock granularity
-    # And not much slower, typically: one query may lose the CPU for milliseconds on a loaded machine
-    # (seen: 7.0 ms against 1.7 ms on the wire, load 6 on 2 cores), which says nothing about the timer.
+    # And not much slower: typically under 2 ms. A single query may lose the CPU for milliseconds on a loaded
+    # machine (seen: 7.0 ms against 1.7 ms on the wire, load 6 on 2 cores), which says nothing about the timer,
+    # so each query's bound is a scheduling stall's, not the typical overhead's.
     overheads = sorted(_us(t) - wire[t.name] for t in timings)
     assert overheads[len(overheads) // 2] < 2000, overheads
+    assert overheads[-1] < 50_000, overheads
 
 
 def test_the_timer_command_times_every_har_hostname(lab, tmp_path):

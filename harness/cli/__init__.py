@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from harness import __version__
-from harness.cli import analysis, crawl, internet, lab, net, timer, visit
+from harness.cli import analysis, bench, crawl, internet, lab, net, timer, visit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,7 +24,7 @@ for command in (
     visit.visit,
     internet.internet,
     timer.timer,
-    timer.bench,
+    bench.bench,
     net.net,
     crawl.study,
     crawl.crawl,

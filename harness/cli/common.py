@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -13,6 +13,9 @@ from rich.console import Console
 from harness.errors import HarnessError
 from harness.lab.config import DEFAULT_LAB_PROFILE, LabConfig, load_lab_config
 from harness.place import Place
+
+if TYPE_CHECKING:
+    from harness.lab.lab import Lab
 
 console = Console()
 err_console = Console(stderr=True)
@@ -78,8 +81,9 @@ def lab_config(profile: str, prefix: str | None, subnet: str | None) -> LabConfi
         raise HarnessError(f"--{key}: {first['msg']} (got {first.get('input')!r})") from exc
 
 
-def lab_from(profile: str, prefix: str | None, subnet: str | None):  # -> Lab (imported lazily: a heavy module)
-    from harness.lab.lab import Lab
+def lab_from(profile: str, prefix: str | None, subnet: str | None) -> Lab:
+    """The lab a profile and the command line's overrides name (not brought up)."""
+    from harness.lab.lab import Lab  # imported when used: `dnsstudy --help` stays quick
 
     return Lab(lab_config(profile, prefix, subnet))
 
@@ -94,11 +98,15 @@ def place_from(internet: str | None, profile: str, prefix: str | None, subnet: s
 
 
 class ProtocolChoice(click.Choice):
-    """The protocols of a registry list, read when the command runs (so a newly registered arm is offered)."""
+    """The protocols of a registry list, read when the command runs (so a newly registered arm is offered).
+
+    click.Choice reads `self.choices` wherever it validates, completes or prints them (click 8.5); here
+    that attribute is a view of the registry, and the tuple click.Choice.__init__ assigns is ignored.
+    """
 
     def __init__(self, source: Callable[[], list[str]]):
         self.source = source
-        self.case_sensitive = True
+        super().__init__(())
 
     @property
     def choices(self) -> tuple[str, ...]:
@@ -106,12 +114,4 @@ class ProtocolChoice(click.Choice):
 
     @choices.setter
     def choices(self, value: Any) -> None:
-        pass  # click.Choice assigns in __init__; the registry is the source
-
-
-def apply_network(place: Place, network: str) -> None:
-    """Shape the place's link as ``network`` says (a no-op if it already is)."""
-    from harness.shaping.profile import load_link_profile
-    from harness.shaping.shaper import Shaper
-
-    Shaper(place).apply(load_link_profile(network))
+        pass

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import ProtocolChoice, apply_network, one_line_errors, place_from, place_options
+from harness.cli.common import ProtocolChoice, one_line_errors, place_from, place_options
 from harness.protocols import browser_protocols
 
 
@@ -76,7 +76,6 @@ def visit(
     from harness.visit import run_visit
 
     place = place_from(internet, profile, prefix, subnet)
-    apply_network(place, network)
     result = run_visit(
         place, url, protocol, resolver, Path(results_dir), timeout=timeout, margin=margin, network=network
     )

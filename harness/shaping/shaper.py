@@ -112,3 +112,10 @@ def _offloads_off(place: Place) -> None:
             capture_output=True,
             timeout=10,
         )
+
+
+def shape(place: Place, network: str) -> bool:
+    """Shape the place's link as the network profile ``network`` says; False if it already is (a no-op)."""
+    from harness.shaping.profile import load_link_profile
+
+    return Shaper(place).apply(load_link_profile(network))

@@ -1,0 +1,62 @@
+"""`dnsstudy bench`: the reference resolver benchmarks over the lab's emulated link."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from harness.cli.common import console, lab_from, lab_options, one_line_errors
+
+
+@click.command("bench")
+@click.argument("which", type=click.Choice(["loss", "repeat", "handshake", "all"]))
+@click.option(
+    "--bench-profile",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Benchmark settings (default profiles/bench/default.toml).",
+)
+@click.option(
+    "--resolver",
+    "resolvers",
+    multiple=True,
+    default=("near",),
+    show_default=True,
+    help="Lab resolver (repeat for several; loss and handshake use the first).",
+)
+@click.option(
+    "--results",
+    "results_dir",
+    default="results/bench",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Raw records and tables go here.",
+)
+@lab_options()
+@one_line_errors
+def bench(
+    which: str,
+    bench_profile: Path | None,
+    resolvers: tuple[str, ...],
+    results_dir: Path,
+    profile: str,
+    prefix: str | None,
+    subnet: str | None,
+) -> None:
+    """The reference resolver benchmarks: loss sweep, repeat (mean, RSD), handshake (ratio to RTT)."""
+    from harness import bench as benchmarks
+
+    settings = benchmarks.load_bench_profile(bench_profile or benchmarks.DEFAULT_PROFILE)
+    the_lab = lab_from(profile, prefix, subnet)
+    the_lab.require_up()
+    for run in benchmarks.run(which, the_lab, [the_lab.resolver(n) for n in resolvers], settings):
+        table = Table(*[k for k in run.rows[0] if k != "ratio_cdf"], title=run.name)
+        for row in run.rows:
+            table.add_row(*["-" if v is None else str(v) for k, v in row.items() if k != "ratio_cdf"])
+        console.print(table)
+        for note in run.notes:
+            console.print(f"  {note}")
+        raw, summary = run.save(results_dir)
+        console.print(f"  raw records: {raw}; table: {summary}")
