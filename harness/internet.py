@@ -243,10 +243,8 @@ class InternetSide(Place):
                 removed.append(f"namespace {name}")
         if subprocess.run(["nft", "delete", "table", "ip", cfg.nat_table], capture_output=True).returncode == 0:
             removed.append(f"nft table {cfg.nat_table}")
-        with IPRoute() as ipr:  # the veth's host end normally dies with the shaper namespace
-            for index in ipr.link_lookup(ifname=cfg.host_if):
-                ipr.link("del", index=index)
-                removed.append(f"interface {cfg.host_if}")
+        if netns.delete_host_link(cfg.host_if):  # normally it dies with the shaper namespace
+            removed.append(f"interface {cfg.host_if}")
         try:
             previous = json.loads(self.state_file.read_text()).get("ip_forward")
         except (OSError, ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import os
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pyroute2 import IPRoute, netns
+from pyroute2.netlink.exceptions import NetlinkError
 
 NETNS_DIR = Path("/run/netns")
 ETC_NETNS = Path("/etc/netns")
@@ -69,6 +71,24 @@ def command(name: str, argv: list[str]) -> list[str]:
     how the client namespace gets its own resolv.conf.
     """
     return ["ip", "netns", "exec", name, *argv]
+
+
+def delete_host_link(ifname: str) -> bool:
+    """Delete a link of the host's namespace if it is there; True if this call deleted it.
+
+    The host end of a veth whose peer was in a namespace just removed goes away by itself, but later:
+    the kernel tears namespaces down asynchronously, so the link can vanish between lookup and delete.
+    """
+    deleted = False
+    with IPRoute() as ipr:
+        for index in ipr.link_lookup(ifname=ifname):
+            try:
+                ipr.link("del", index=index)
+                deleted = True
+            except NetlinkError as exc:
+                if exc.code != errno.ENODEV:  # gone already: what we wanted
+                    raise
+    return deleted
 
 
 def run(name: str, argv: list[str], timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess[str]:

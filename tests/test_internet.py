@@ -40,9 +40,8 @@ def upstream(tmp_path_factory):
     work.chmod(0o755)
     netns.remove(UP_NS)
     netns.create(UP_NS)
+    netns.delete_host_link(UP_IF)
     with IPRoute() as ipr:
-        for index in ipr.link_lookup(ifname=UP_IF):
-            ipr.link("del", index=index)
         ipr.link("add", ifname=UP_IF, kind="veth", peer={"ifname": "u0", "net_ns_fd": UP_NS})
         index = ipr.link_lookup(ifname=UP_IF)[0]
         ipr.addr("add", index=index, address=HOST_ADDR, prefixlen=30)
@@ -86,9 +85,7 @@ def upstream(tmp_path_factory):
         p.kill()
         p.wait()
     netns.remove(UP_NS)
-    with IPRoute() as ipr:
-        for index in ipr.link_lookup(ifname=UP_IF):
-            ipr.link("del", index=index)
+    netns.delete_host_link(UP_IF)
 
 
 @pytest.fixture(scope="module")
