@@ -188,3 +188,17 @@ def test_the_schedule_spreads_rounds_and_says_whether_the_plan_fits(tmp_path):
     assert fast.fits and "fits in the study's 2.0 days" in fast.summary()
     slow = estimate(loaded, {"wired": [3000.0], "4g": [4000.0]})
     assert slow.fits is False and "does NOT fit" in slow.summary()
+
+
+def test_the_stub_idle_timeout_is_a_study_option_that_reaches_the_dot_arm(tmp_path):
+    from pathlib import Path as P
+
+    from harness.arms import ClientSide, Resolver, make_arm
+
+    loaded = load_study(str(write_study(tmp_path, GOOD + "\n[arms]\nstub_idle_timeout_ms = 2500\n")))
+    assert loaded.study.arms.stub_idle_timeout_ms == 2500
+    assert load_study(str(write_study(tmp_path, GOOD, "plain.toml"))).study.arms.stub_idle_timeout_ms == 10_000
+    resolver = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query")
+    client = ClientSide("x-client", P("/run/dnsstudy/x"), P("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
+    arm = make_arm("dot", resolver, client, idle_timeout_ms=loaded.study.arms.stub_idle_timeout_ms)
+    assert "idle_timeout: 2500" in arm.config() and arm.describe()["idle_timeout_ms"] == 2500  # type: ignore[attr-defined]

@@ -199,3 +199,9 @@ def test_fifty_visits_leave_nothing_behind(lab, visitor):
     account = BrowserAccount.lookup()
     leftover = [p for p in Path("/tmp").glob("rust_mozprofile*") if p.owner() == account.name]
     assert leftover == []
+
+
+def test_the_visitor_gives_its_dot_arms_the_study_s_stub_idle_timeout(lab, tmp_path):
+    visitor = Visitor(lab, tmp_path, stub_idle_timeout_ms=2500)
+    arm = visitor.arm("dot", "near")
+    assert arm.idle_timeout_ms == 2500 and arm.describe()["idle_timeout_ms"] == 2500
