@@ -20,9 +20,12 @@ import seaborn as sns  # noqa: E402
 from analysis.bytecost import MODELLED, client_bytes  # noqa: E402
 from analysis.pairs import Cell, Configuration, differences, load_time_table, protocol_order  # noqa: E402
 from analysis.settings import AnalysisSettings  # noqa: E402
+from analysis.stats import DAGGER, PairStatistics  # noqa: E402
+from analysis.tables import failure_counts  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
 SLOWER, FASTER = "#c0392b", "#2471a3"  # the row is slower (red) or faster (blue) than the column
+DISAGREE = "#7d3c98"  # frames a cell whose median and mean disagree in sign: neither red nor blue
 CDF_POINTS = 400  # a CDF is drawn through this many quantiles at most
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -38,40 +41,49 @@ def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def resolution_cdf(timings: pd.DataFrame, network: str, settings: AnalysisSettings) -> plt.Figure:
-    """CDF of resolution times per resolver and protocol on one network (the reference study's Figs. 1 and 3)."""
+    """CDF of resolution times per resolver and protocol on one network (the reference study's Figs. 1 and 3).
+
+    The CDF is of answered queries only, so each legend entry gives the configuration's failure rate and the
+    queries sent beside it (a configuration that never answered keeps its entry, with no line): a protocol
+    that fails often cannot look fast by losing its slow queries.
+    """
     labels = settings.labels
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sub = timings[timings["network"] == network]
     resolvers = list(dict.fromkeys(sub["resolver"]))
     for (resolver, protocol), group in sub.groupby(["resolver", "protocol"], sort=False):
         ok = group[group["status"] == "ok"]["duration_us"].dropna().to_numpy() / 1000
-        failed = len(group) - len(ok)
-        if not len(ok):
-            continue
-        x, y = _ecdf(ok)
-        note = f" ({failed} failed)" if failed else ""
+        x, y = _ecdf(ok) if len(ok) else (np.empty(0), np.empty(0))
         ax.plot(
             x,
             y,
             color=labels.colour(protocol),
             linestyle=LINESTYLES[resolvers.index(resolver) % 4],
-            label=f"{labels.configuration(resolver, protocol)}{note}",
+            label=f"{labels.configuration(resolver, protocol)} ({_failure_note(group['status'])})",
         )
     ax.set_xscale("log")
     ax.set_xlabel("resolution time (ms, log scale)")
-    ax.set_ylabel("CDF of queries")
+    ax.set_ylabel("CDF of answered queries")
     ax.set_title(f"Resolution time, {labels.network(network)} (standalone timer)")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 
 
+def _failure_note(statuses: pd.Series) -> str:
+    """'failed 3.1 %, n=1,234' for a legend: the share of sent queries that timed out or failed."""
+    failed, sent = failure_counts(statuses)
+    if not sent:
+        return "no query sent"
+    return f"failed {100 * failed / sent:.1f} %, n={sent:,}"
+
+
 def grid_figure(cells: list[Cell], order: list[Configuration], network: str, settings: AnalysisSettings) -> plt.Figure:
     """The pairwise grid: below the diagonal, CDFs of row - column with the median marked and the cell shaded by
     the median's sign and size; above it, each pair's statistics."""
-    labels, thresholds = settings.labels, settings.grid.thresholds_ms
+    labels, thresholds, large = settings.labels, settings.grid.thresholds_ms, settings.grid.large_difference_ms
     n = len(order)
-    fig, axes = plt.subplots(n, n, figsize=(1.9 * n + 1, 1.6 * n + 1), squeeze=False)
+    fig, axes = plt.subplots(n, n, figsize=(1.9 * n + 1, 1.7 * n + 1.2), squeeze=False)
     by_pair = {(c.row, c.column): c for c in cells}
     alphas = [0.0, 0.18, 0.38, 0.6]
     for i, row in enumerate(order):
@@ -101,6 +113,8 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
                     ax.axvline(0, color="grey", linewidth=0.5)
                     if st.median_ms is not None:
                         ax.axvline(st.median_ms / 1000, color="black", linestyle="--", linewidth=0.8)
+                    if st.mean_ms is not None:
+                        ax.axvline(st.mean_ms / 1000, color="black", linestyle=":", linewidth=0.9)
                     ax.set_xlim(*_symmetric(cell.differences / 1000))
                     ax.tick_params(labelsize=5)
                     ax.set_xticks(np.round(np.linspace(*_symmetric(cell.differences / 1000), 3), 2))
@@ -109,29 +123,53 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
                         matplotlib.colors.to_rgba(SLOWER if st.median_ms > 0 else FASTER, alphas[st.shade])
                     )
             else:
-                ax.text(0.5, 0.5, _cell_text(st), ha="center", va="center", fontsize=5.5)
+                ax.text(0.5, 0.5, _cell_text(st, large), ha="center", va="center", fontsize=5.5)
+            if st.sign_disagrees:
+                _outline(ax)
     for j, column in enumerate(order):
         axes[-1][j].set_xlabel(labels.configuration(*column), fontsize=7)
     for i, row in enumerate(order):
         axes[i][0].set_ylabel(labels.configuration(*row), fontsize=7)
     fig.suptitle(
-        f"{labels.network(network)}: paired page-load time, row minus column (s). Dashed: median. "
-        f"Red: row slower, blue: row faster; shade past {', '.join(f'{t:g}' for t in thresholds)} ms",
+        f"{labels.network(network)}: paired page-load time, row minus column (s). Dashed: median, dotted: mean.\n"
+        f"Red: row slower, blue: row faster, by the median; shade past {', '.join(f'{t:g}' for t in thresholds)} ms."
+        f"\n{DAGGER} and a dashed purple frame: the median and the mean disagree in sign.",
         fontsize=8,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
-def _cell_text(st) -> str:
+def _cell_text(st: PairStatistics, large_ms: float) -> str:
+    """A cell's statistics, compactly: n and p, median [interval], mean, p10/p90, the large-difference shares,
+    the verdict; the dagger goes on the mean and the verdict when the two disagree."""
     if st.median_ms is None:
         return "no pairs"
-    if st.ci_low_ms is None:
-        return f"n={st.pairs}\nmedian {st.median_ms:+.0f} ms\ntoo few pairs"
+    mark = f" {DAGGER}" if st.sign_disagrees else ""
+    interval = "" if st.ci_low_ms is None else f" [{st.ci_low_ms:+.0f}, {st.ci_high_ms:+.0f}]"
+    p = "" if st.wilcoxon_p is None else f", p={st.wilcoxon_p:.2g}"
     return (
-        f"n={st.pairs}\nmedian {st.median_ms:+.0f} ms\n95% CI [{st.ci_low_ms:+.0f}, {st.ci_high_ms:+.0f}]\n"
-        f"p={st.wilcoxon_p:.2g}\n{st.verdict}"
+        f"n={st.pairs}{p}\n"
+        f"median {st.median_ms:+.0f}{interval} ms\n"
+        f"mean {st.mean_ms:+.0f} ms{mark}\n"
+        f"p10 {st.p10_ms:+.0f}, p90 {st.p90_ms:+.0f} ms\n"
+        f">{duration_label(large_ms)}: slower {st.share_row_slower:.0%}, faster {st.share_row_faster:.0%}\n"
+        f"{st.verdict}{mark}"
     )
+
+
+def duration_label(ms: float) -> str:
+    """1000 -> '1 s', 250 -> '250 ms'."""
+    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms:g} ms"
+
+
+def _outline(ax: plt.Axes) -> None:
+    """Frame a cell whose median and mean disagree in sign (its shade, from the median, is left as it is)."""
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+        spine.set_edgecolor(DISAGREE)
+        spine.set_linewidth(1.6)
+        spine.set_linestyle("--")
 
 
 def _symmetric(values: np.ndarray) -> tuple[float, float]:

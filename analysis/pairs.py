@@ -83,27 +83,13 @@ def grid(
                 continue
             mirror = done.get((column, row))
             if mirror is not None:  # the same pairs, the other way round: negate rather than recompute
-                st = mirror.statistics
-                flipped = {"row slower": "row faster", "row faster": "row slower"}.get(st.verdict, st.verdict)
-                stats = PairStatistics(
-                    st.pairs,
-                    None if st.median_ms is None else -st.median_ms,
-                    None if st.ci_high_ms is None else -st.ci_high_ms,
-                    None if st.ci_low_ms is None else -st.ci_low_ms,
-                    st.wilcoxon_p,
-                    flipped,
-                    st.shade,
-                )
-                cell = Cell(network, row, column, -mirror.differences, stats)
+                cell = Cell(network, row, column, -mirror.differences, mirror.statistics.negated())
             else:
                 d = differences(table, row, column)
-                cell = Cell(
-                    network,
-                    row,
-                    column,
-                    d,
-                    compare(d, s.confidence, g.indistinguishable_ms, g.thresholds_ms, s.min_pairs),
+                st = compare(
+                    d, s.confidence, g.indistinguishable_ms, g.thresholds_ms, s.min_pairs, g.large_difference_ms
                 )
+                cell = Cell(network, row, column, d, st)
             done[(row, column)] = cell
             cells.append(cell)
     return cells

@@ -6,6 +6,7 @@ import base64
 import html
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,9 +15,10 @@ import pandas as pd
 
 from analysis import figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
-from analysis.pairs import configurations, grid, grid_frame
+from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
 from analysis.results import Results, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, AnalysisSettings, load_settings
+from analysis.stats import DAGGER, verdict_text
 
 
 @dataclass
@@ -46,6 +48,13 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
     visits, timings = results.visits, results.timings
     networks = list(dict.fromkeys(list(visits["network"].astype(str)) + list(timings["network"].astype(str))))
 
+    if not timings.empty:
+        caption = "Resolution failures of the standalone timer (timeouts and errors, % of queries sent)"
+        frame = tables.timer_failures(timings, settings)
+        report.tables += tables.write_table(frame, out / "tables" / "timer-failures", caption)
+        caption = "Failed timer queries by status and error detail"
+        frame = tables.timer_failure_details(timings, settings)
+        report.tables += tables.write_table(frame, out / "tables" / "timer-failure-details", caption)
     sections.append(_summary(results, settings))
     for network in networks:
         label = settings.labels.network(network)
@@ -53,6 +62,7 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         if (timings["network"] == network).any():
             fig = figures.resolution_cdf(timings, network, settings)
             parts.append(_figure(report, fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
+            parts.append(_timer_failures(timings[timings["network"] == network], settings))
         sub = visits[visits["network"] == network]
         if not sub.empty:
             order = configurations(visits)
@@ -61,11 +71,14 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             report.tables += tables.write_table(
                 frame,
                 out / "tables" / f"pairs-{network}",
-                f"Paired page-load differences, {label} (row minus column, ms)",
+                f"Paired page-load differences, {label} (row minus column, ms; shares of pairs with the row "
+                f"slower or faster by more than {settings.grid.large_difference_ms:g} ms; sign_disagrees: the "
+                f"median and the mean have opposite signs, and the verdict reads the median only)",
             )
             fig = figures.grid_figure(cells, order, network, settings)
             parts.append(_figure(report, fig, f"grid-{network}", f"Pairwise grid, {label}"))
-            parts.append(_verdicts(frame))
+            parts.append(_disagreements(cells, settings))
+            parts.append(_verdicts(cells, settings))
         sections.append("\n".join(parts))
 
     if not visits.empty:
@@ -112,14 +125,92 @@ def _figure(report: Report, fig: plt.Figure, name: str, caption: str) -> str:
     )
 
 
-def _verdicts(frame: pd.DataFrame) -> str:
-    cols = ["row", "column", "pairs", "median_ms", "ci_low_ms", "ci_high_ms", "wilcoxon_p", "verdict"]
-    shown = frame[frame["row"] < frame["column"]][cols]  # each unordered pair once
+def _once(cells: list[Cell]) -> list[Cell]:
+    """Each unordered pair once, as the grid's upper triangle shows it (the first of the two orders met)."""
+    seen: set[tuple[Configuration, Configuration]] = set()
+    first = []
+    for c in cells:
+        if (c.column, c.row) not in seen:
+            first.append(c)
+        seen.add((c.row, c.column))
+    return first
+
+
+def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
+    """Every pair's statistics as an HTML table; a verdict whose median and mean disagree says so."""
+    large, labels = figures.duration_label(settings.grid.large_difference_ms), settings.labels
+    rows = []
+    for c in _once(cells):
+        st = c.statistics
+        rows.append(
+            {
+                "row": labels.configuration(*c.row),
+                "column": labels.configuration(*c.column),
+                "pairs": st.pairs,
+                "median_ms": st.median_ms,
+                "ci_low_ms": st.ci_low_ms,
+                "ci_high_ms": st.ci_high_ms,
+                "mean_ms": st.mean_ms,
+                "p10_ms": st.p10_ms,
+                "p90_ms": st.p90_ms,
+                f"row slower >{large} %": None if st.share_row_slower is None else 100 * st.share_row_slower,
+                f"row faster >{large} %": None if st.share_row_faster is None else 100 * st.share_row_faster,
+                "wilcoxon_p": st.wilcoxon_p,
+                "verdict": verdict_text(st),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    formats = {c: _number("{:+.0f}") for c in frame.columns if c.endswith("_ms")}
+    formats.update({c: _number("{:.1f}") for c in frame.columns if c.endswith(" %")})
+    formats["wilcoxon_p"] = _number("{:.2g}")
     return (
         "<details><summary>statistics of every pair</summary>"
-        + shown.to_html(index=False, float_format="%.3g")
+        + frame.to_html(index=False, formatters=formats)
         + "</details>"
     )
+
+
+def _number(pattern: str) -> Callable[[float], str]:
+    """A cell formatter: milliseconds as whole signed numbers (not 1.29e+03), and blank where there is none."""
+    return lambda x: "" if pd.isna(x) else pattern.format(x)
+
+
+def _disagreements(cells: list[Cell], settings: AnalysisSettings) -> str:
+    """A paragraph naming every pair whose median and mean disagree in sign, so that the grid's red or blue
+    (the median's) is not read alone; empty when there is none."""
+    flagged = [c for c in _once(cells) if c.statistics.sign_disagrees]
+    if not flagged:
+        return ""
+    labels, large = settings.labels, figures.duration_label(settings.grid.large_difference_ms)
+    items = []
+    for c in flagged:
+        st = c.statistics
+        interval = "" if st.ci_low_ms is None else f" [{st.ci_low_ms:+.0f}, {st.ci_high_ms:+.0f}]"
+        items.append(
+            f"<li>{html.escape(labels.configuration(*c.row))} minus {html.escape(labels.configuration(*c.column))}"
+            f": median {st.median_ms:+.0f} ms{interval} ({st.verdict}), but mean {st.mean_ms:+.0f} ms; "
+            f"the row is slower by more than {large} in {st.share_row_slower:.0%} of {st.pairs} pairs "
+            f"and faster by more than {large} in {st.share_row_faster:.0%}.</li>"
+        )
+    return (
+        f'<div class="disagree"><p>{DAGGER} The median and the mean disagree in sign in {len(flagged)} '
+        f"pair{'s' if len(flagged) > 1 else ''} (framed in the grid): the differences are skewed or have two "
+        f"modes, and the verdict and the shade, read from the median, do not describe them alone.</p>"
+        f"<ul>{''.join(items)}</ul></div>"
+    )
+
+
+def _timer_failures(timings: pd.DataFrame, settings: AnalysisSettings) -> str:
+    """One network's timer failure rates, and its failed queries by error detail, beside its resolution CDF."""
+    rates = tables.timer_failures(timings, settings).drop(columns="network")
+    why = tables.timer_failure_details(timings, settings).drop(columns="network")
+    text = "<h3>Resolution failures (timeouts and errors, % of queries sent)</h3>" + rates.to_html(
+        index=False, float_format="%.2f"
+    )
+    if not why.empty:
+        text += "<details><summary>failed queries by error detail</summary>"
+        text += why.to_html(index=False, float_format="%.2f") + "</details>"
+    return text
 
 
 def _summary(results: Results, settings: AnalysisSettings) -> str:
@@ -128,13 +219,16 @@ def _summary(results: Results, settings: AnalysisSettings) -> str:
     facts = "".join(f"<li>{html.escape(k)}: {html.escape(', '.join(g['value']))}</li>" for k, g in env.groupby("key"))
     checks = results.link_checks
     problems = int(checks["problem"].notna().sum()) if not checks.empty else 0
+    failed, sent = tables.failure_counts(results.timings["status"])
     return (
         f"<p>Stores: {html.escape(', '.join(results.sources))}. {len(v)} visits done of {results.planned} planned; "
         f"{int((v['error_class'] == 'Successful').sum())} successful; "
         f"{int((~v['counted'].fillna(False)).sum())} harness failures (not counted); "
-        f"{len(results.timings)} timed queries; {len(checks)} link checks, {problems} with a problem.</p>"
+        f"{len(results.timings)} timed queries ({failed} failed of {sent} sent); "
+        f"{len(checks)} link checks, {problems} with a problem.</p>"
         f"<p>Reading: {html.escape(settings.source)}. A pair is <em>indistinguishable</em> only when its "
-        f"{settings.statistics.confidence:.0%} interval lies within ±{settings.grid.indistinguishable_ms:g} ms.</p>"
+        f"{settings.statistics.confidence:.0%} interval lies within ±{settings.grid.indistinguishable_ms:g} ms. "
+        f"Verdicts and shades read the median; {DAGGER} marks a pair whose mean has the opposite sign.</p>"
         f"<details><summary>environment</summary><ul>{facts}</ul></details>"
     )
 
@@ -143,7 +237,7 @@ def _page(sections: list[str], settings: AnalysisSettings) -> str:
     style = (
         "body{font-family:sans-serif;max-width:1400px;margin:auto;padding:1em}img{max-width:100%}"
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}"
-        "figure{margin:1em 0}"
+        f"figure{{margin:1em 0}}.disagree{{border-left:4px dashed {figures.DISAGREE};padding-left:.8em}}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>dnsstudy report</title>"

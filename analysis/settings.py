@@ -18,6 +18,7 @@ class _Strict(BaseModel):
 class GridSettings(_Strict):
     thresholds_ms: tuple[float, float, float]
     indistinguishable_ms: float = Field(gt=0)
+    large_difference_ms: float = Field(gt=0)  # the "slower/faster by more than" of each cell's two shares
 
 
 class StatisticsSettings(_Strict):

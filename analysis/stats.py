@@ -12,7 +12,7 @@ million visits finish in seconds (tests compare it with real resampling).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -40,20 +40,58 @@ def wilcoxon_p(differences: np.ndarray) -> float:
     return float(stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
+#: Marks a cell whose median and mean disagree in sign, in figures and tables alike.
+DAGGER = "\N{DAGGER}"
+_FLIPPED = {"row slower": "row faster", "row faster": "row slower"}
+
+
 @dataclass
 class PairStatistics:
-    """What a cell of the grid says: row minus column, in milliseconds."""
+    """What a cell of the grid says: row minus column, in milliseconds.
+
+    The median and its interval carry the verdict and the shade, as in the
+    reference study; the mean, the 10th and 90th percentiles and the shares
+    of large differences are there because a two-mode distribution (a few
+    multi-second resolver stalls among many small gains) can have a median
+    and a mean of opposite signs, which the median alone hides.
+    """
 
     pairs: int
     median_ms: float | None
     ci_low_ms: float | None
     ci_high_ms: float | None
+    mean_ms: float | None
+    p10_ms: float | None
+    p90_ms: float | None
+    share_row_slower: float | None  # of pairs, row - column > the profile's large_difference_ms
+    share_row_faster: float | None  # of pairs, row - column < -large_difference_ms
+    sign_disagrees: bool  # the median and the mean point opposite ways (see `signs_disagree`)
     wilcoxon_p: float | None
     verdict: str  # "row slower", "row faster", "indistinguishable", "inconclusive", "too few pairs"
     shade: int  # 0-3: |median| against the thresholds; the sign says which way
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def negated(self) -> PairStatistics:
+        """The same pairs read the other way round (column - row): every location negated, the low and high
+        ends swapped (interval, p10/p90) and so are the two shares; counts, p-value and shade unchanged."""
+        return replace(
+            self,
+            median_ms=_neg(self.median_ms),
+            ci_low_ms=_neg(self.ci_high_ms),
+            ci_high_ms=_neg(self.ci_low_ms),
+            mean_ms=_neg(self.mean_ms),
+            p10_ms=_neg(self.p90_ms),
+            p90_ms=_neg(self.p10_ms),
+            share_row_slower=self.share_row_faster,
+            share_row_faster=self.share_row_slower,
+            verdict=_FLIPPED.get(self.verdict, self.verdict),
+        )
+
+
+def _neg(value: float | None) -> float | None:
+    return None if value is None else -value
 
 
 def shade_of(median_ms: float, thresholds: tuple[float, float, float]) -> int:
@@ -62,41 +100,97 @@ def shade_of(median_ms: float, thresholds: tuple[float, float, float]) -> int:
     return sum(size > t for t in thresholds)
 
 
+def signs_disagree(median_ms: float | None, mean_ms: float | None, indistinguishable_ms: float) -> bool:
+    """True when the median and the mean have opposite signs and at least one of them lies outside
+    +-indistinguishable_ms: a -2 ms median beside a +1 ms mean is noise nobody would read as a direction,
+    a -626 ms median beside a +650 ms mean is the two-mode case the mark is for."""
+    if median_ms is None or mean_ms is None or median_ms * mean_ms >= 0:
+        return False
+    return max(abs(median_ms), abs(mean_ms)) > indistinguishable_ms
+
+
+def _verdict(low: float, high: float, indistinguishable_ms: float) -> str:
+    """The interval's reading: inside the band, clear of zero on one side, or neither."""
+    if -indistinguishable_ms <= low and high <= indistinguishable_ms:
+        return "indistinguishable"
+    if low > 0:
+        return "row slower"
+    if high < 0:
+        return "row faster"
+    return "inconclusive"
+
+
 def compare(
     differences: np.ndarray,
     confidence: float,
     indistinguishable_ms: float,
     thresholds: tuple[float, float, float],
     min_pairs: int,
+    large_ms: float,
 ) -> PairStatistics:
     """Statistics of paired differences (row - column).
 
     "indistinguishable" needs the whole interval within +-indistinguishable_ms,
     not just the median; "row slower"/"row faster" need the interval to exclude
-    zero; anything else is "inconclusive".
+    zero; anything else is "inconclusive". The descriptive statistics (mean,
+    p10, p90, shares past +-large_ms) are given whenever there is a pair, the
+    interval, p-value and verdict only from ``min_pairs`` pairs on.
     """
     d = np.asarray(differences, dtype=float)
-    if len(d) < min_pairs:
+    n = len(d)
+    if n == 0:
         return PairStatistics(
-            len(d),
-            float(np.median(d)) if len(d) else None,
-            None,
-            None,
-            None,
-            "too few pairs",
-            shade_of(float(np.median(d)), thresholds) if len(d) else 0,
+            pairs=0,
+            median_ms=None,
+            ci_low_ms=None,
+            ci_high_ms=None,
+            mean_ms=None,
+            p10_ms=None,
+            p90_ms=None,
+            share_row_slower=None,
+            share_row_faster=None,
+            sign_disagrees=False,
+            wilcoxon_p=None,
+            verdict="too few pairs",
+            shade=0,
         )
-    median = float(np.median(d))
+    median, mean = float(np.median(d)), float(np.mean(d))
+    p10, p90 = (float(q) for q in np.percentile(d, [10, 90]))  # linear interpolation: p10(-d) == -p90(d)
+    described = PairStatistics(
+        pairs=n,
+        median_ms=median,
+        ci_low_ms=None,
+        ci_high_ms=None,
+        mean_ms=mean,
+        p10_ms=p10,
+        p90_ms=p90,
+        share_row_slower=float(np.count_nonzero(d > large_ms)) / n,
+        share_row_faster=float(np.count_nonzero(d < -large_ms)) / n,
+        sign_disagrees=signs_disagree(median, mean, indistinguishable_ms),
+        wilcoxon_p=None,
+        verdict="too few pairs",
+        shade=shade_of(median, thresholds),
+    )
+    if n < min_pairs:
+        return described
     low, high = median_interval(d, confidence)
-    if -indistinguishable_ms <= low and high <= indistinguishable_ms:
-        verdict = "indistinguishable"
-    elif low > 0:
-        verdict = "row slower"
-    elif high < 0:
-        verdict = "row faster"
-    else:
-        verdict = "inconclusive"
-    return PairStatistics(len(d), median, low, high, wilcoxon_p(d), verdict, shade_of(median, thresholds))
+    return replace(
+        described,
+        ci_low_ms=low,
+        ci_high_ms=high,
+        wilcoxon_p=wilcoxon_p(d),
+        verdict=_verdict(low, high, indistinguishable_ms),
+    )
+
+
+def verdict_text(st: PairStatistics) -> str:
+    """The verdict as a reader should take it: marked when the median and the mean disagree, and a direction
+    (read from the median) qualified, so that no table says "row faster" about a cell whose mean is slower."""
+    if not st.sign_disagrees or st.mean_ms is None:
+        return st.verdict
+    if st.verdict in _FLIPPED:
+        return f"{st.verdict} by the median {DAGGER}; mean {st.mean_ms:+.0f} ms disagrees"
+    return f"{st.verdict} {DAGGER}"
 
 
 def wilson_interval(successes: int, n: int, confidence: float) -> tuple[float, float]:

@@ -16,11 +16,17 @@ import pandas as pd
 
 from analysis.pairs import configurations
 from analysis.settings import AnalysisSettings
-from analysis.stats import rate_difference
+from analysis.stats import rate_difference, wilson_interval
 
 STRICT_ORDER = ["Successful", "Page-load Timeout", "DNS Error", "Selenium Error", "Other Error"]
 INFRASTRUCTURE = "Infrastructure Failure"
 TAXONOMIES = {"strict": "error_class", "paper-2019": "paper_2019"}
+#: Timer statuses (docs/timer.md) of a query that was sent and got no answer: the transport's failures.
+FAILED = ("timeout", "error")
+#: The timer refused the name before sending anything.
+NOT_SENT = "invalid"
+NO_DETAIL = "(none)"
+TIMER_DETAIL_COLUMNS = ["network", "resolver", "protocol", "status", "error", "queries", "% of sent"]
 
 
 def outcome_table(visits: pd.DataFrame, taxonomy: str, settings: AnalysisSettings) -> pd.DataFrame:
@@ -81,6 +87,75 @@ def success_differences(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.
                 }
             )
     return pd.DataFrame(rows)
+
+
+def failure_counts(statuses: pd.Series) -> tuple[int, int]:
+    """(failed, sent) among timer records' statuses. A query is sent unless the timer refused its name
+    (`invalid`, docs/timer.md): such a name says nothing about the transport, so it is in neither count."""
+    status = statuses.astype(str)
+    sent = int((status != NOT_SENT).sum())
+    return int(status.isin(FAILED).sum()), sent
+
+
+def timer_failures(timings: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
+    """One row per (network, resolver, protocol) of the standalone timer: queries sent, how each ended, and the
+    failure rate (timeouts and errors over queries sent) with its Wilson interval. The resolution CDFs are of
+    answered queries only; this is what they leave out."""
+    labels, confidence = settings.labels, settings.statistics.confidence
+    rows = []
+    for (network, resolver, protocol), group in _timer_groups(timings):
+        failed, sent = failure_counts(group["status"])
+        low, high = wilson_interval(failed, sent, confidence)
+        status = group["status"].astype(str)
+        rows.append(
+            {
+                "network": labels.network(network),
+                "resolver": labels.resolver(resolver),
+                "protocol": labels.protocol(protocol),
+                "sent": sent,
+                **{name: int((status == name).sum()) for name in ("ok", *FAILED)},
+                "failed %": _pct(failed, sent),
+                "ci low %": round(100 * low, 2) if sent else float("nan"),
+                "ci high %": round(100 * high, 2) if sent else float("nan"),
+                f"{NOT_SENT} (not sent)": int((status == NOT_SENT).sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def timer_failure_details(timings: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
+    """Failed timer queries per (network, resolver, protocol), status and the record's error detail, most
+    frequent first within each configuration; a record without a detail is counted as "(none)"."""
+    labels = settings.labels
+    rows = []
+    for (network, resolver, protocol), group in _timer_groups(timings):
+        failed = group[group["status"].astype(str).isin(FAILED)]
+        detail = failed["error"].fillna("").astype(str).str.strip().replace("", NO_DETAIL)
+        counts = failed.assign(detail=detail).groupby(["status", "detail"]).size()
+        for (status, text), count in counts.sort_values(ascending=False, kind="stable").items():
+            rows.append(
+                {
+                    "network": labels.network(network),
+                    "resolver": labels.resolver(resolver),
+                    "protocol": labels.protocol(protocol),
+                    "status": status,
+                    "error": text,
+                    "queries": int(count),
+                    "% of sent": _pct(int(count), failure_counts(group["status"])[1]),
+                }
+            )
+    return pd.DataFrame(rows, columns=TIMER_DETAIL_COLUMNS)
+
+
+def _timer_groups(timings: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
+    """The timer records of each (network, resolver, protocol), networks first, each in order of appearance
+    (the order the resolution CDFs' legends use)."""
+    if timings.empty:
+        return []
+    keys = timings[["network", "resolver", "protocol"]].astype(str)
+    groups = list(timings.groupby([keys["network"], keys["resolver"], keys["protocol"]], sort=False))
+    networks = list(dict.fromkeys(keys["network"]))
+    return sorted(groups, key=lambda group: networks.index(group[0][0]))  # stable: appearance within a network
 
 
 def write_table(frame: pd.DataFrame, stem: Path, caption: str) -> list[Path]:

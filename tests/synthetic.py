@@ -46,22 +46,28 @@ def make_store(
         }
         store.complete("synthetic", visit, record)
     for block, ((network, resolver, protocol), durations) in enumerate((timings or {}).items()):
-        rows = [
-            {
-                "resolver": resolver,
-                "protocol": protocol,
-                "name": f"n{i}.test",
-                "type": "A",
-                "start": float(i),
-                "duration_us": d,
-                "new_connection": i == 0,
-                "status": "ok" if d is not None else "timeout",
-            }
-            for i, d in enumerate(durations)
-        ]
+        rows = [_timer_record(resolver, protocol, i, d) for i, d in enumerate(durations)]
         store.add_block_timings("synthetic", block, network, len(rows), rows)
     store.close()
     return path
+
+
+def _timer_record(resolver: str, protocol: str, i: int, d: float | dict | None) -> dict:
+    """A timer record: a duration (us) is an answer, None a timeout, a dict sets the fields itself
+    (e.g. {"status": "error", "error": "TLS authentication failed"})."""
+    record = {
+        "resolver": resolver,
+        "protocol": protocol,
+        "name": f"n{i}.test",
+        "type": "A",
+        "start": float(i),
+        "duration_us": d,
+        "new_connection": i == 0,
+        "status": "ok" if d is not None else "timeout",
+    }
+    if isinstance(d, dict):
+        record.update({"duration_us": None, **d})
+    return record
 
 
 def ok(on_load: float) -> tuple[str, float, str]:

@@ -6,18 +6,20 @@ import random
 import sqlite3
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.bytecost import client_bytes, load_sizes
 from analysis.export import export
+from analysis.figures import resolution_cdf
 from analysis.pairs import configurations, grid
 from analysis.report import analyze
 from analysis.results import ResultsError, load
-from analysis.settings import load_settings
-from analysis.stats import compare, median_interval, rate_difference
-from analysis.tables import outcome_table, success_differences
+from analysis.settings import DEFAULT_PROFILE, load_settings
+from analysis.stats import DAGGER, PairStatistics, compare, median_interval, rate_difference, verdict_text
+from analysis.tables import outcome_table, success_differences, timer_failure_details, timer_failures
 from harness.store import Store
 from tests.synthetic import make_store, ok
 
@@ -82,10 +84,123 @@ def test_indistinguishable_needs_the_interval_inside_33_ms_not_just_the_median()
     small = rng.normal(5, 4, 400)  # median ~5 ms, tight: indistinguishable
     wide = rng.normal(5, 400, 400)  # median ~5 ms too, but the interval reaches past +-33 ms
     g = SETTINGS.grid
-    assert compare(small, 0.95, g.indistinguishable_ms, g.thresholds_ms, 5).verdict == "indistinguishable"
-    verdict = compare(wide, 0.95, g.indistinguishable_ms, g.thresholds_ms, 5)
+    assert compare(small, 0.95, g.indistinguishable_ms, g.thresholds_ms, 5, 1000).verdict == "indistinguishable"
+    verdict = compare(wide, 0.95, g.indistinguishable_ms, g.thresholds_ms, 5, 1000)
     assert verdict.median_ms is not None and abs(verdict.median_ms) < 33 and verdict.verdict == "inconclusive"
-    assert compare(small[:3], 0.95, 33, g.thresholds_ms, 5).verdict == "too few pairs"
+    assert compare(small[:3], 0.95, 33, g.thresholds_ms, 5, 1000).verdict == "too few pairs"
+
+
+def grid_compare(d: np.ndarray) -> PairStatistics:
+    """compare() with the default profile's settings."""
+    g, st = SETTINGS.grid, SETTINGS.statistics
+    return compare(d, st.confidence, g.indistinguishable_ms, g.thresholds_ms, st.min_pairs, g.large_difference_ms)
+
+
+def test_a_bimodal_sample_whose_median_and_mean_disagree_in_sign_is_flagged():
+    # Issue 13's 3G cell: most pairs ~600 ms faster, a third paying a 5 s resolver stall.
+    rng = np.random.default_rng(13)
+    d = np.concatenate([rng.normal(-600, 80, 640), rng.normal(5000, 300, 360)])
+    st = grid_compare(d)
+    assert st.median_ms is not None and st.median_ms < -400 and st.ci_high_ms is not None and st.ci_high_ms < 0
+    assert st.mean_ms is not None and st.mean_ms > 1000 and st.verdict == "row faster" and st.sign_disagrees
+    assert st.share_row_slower == pytest.approx(0.36) and st.share_row_faster == 0 and st.shade == 2
+    assert verdict_text(st).startswith(f"row faster by the median {DAGGER}") and "mean +" in verdict_text(st)
+    unimodal = grid_compare(rng.normal(-600, 80, 1000))
+    assert not unimodal.sign_disagrees and verdict_text(unimodal) == "row faster"
+    noise = grid_compare(np.array([-2.0, -2.0, -2.0, 1.0, 6.0]))  # median -2, mean +0.2: both within 33 ms
+    assert noise.median_ms == -2 and noise.mean_ms is not None and noise.mean_ms > 0 and not noise.sign_disagrees
+
+
+def test_mean_percentiles_and_large_difference_shares_on_known_data():
+    st = grid_compare(np.arange(11) * 300.0 - 600)  # -600, -300, ..., 2400
+    assert (st.mean_ms, st.median_ms, st.p10_ms, st.p90_ms) == (900, 900, -300, 2100)
+    assert st.share_row_slower == pytest.approx(5 / 11) and st.share_row_faster == 0  # 1200 ... 2400
+    edges = grid_compare(np.array([1000.0, -1000.0, 1001.0, -1001.0, 0.0]))  # "more than 1 s": 1000 is not
+    assert edges.share_row_slower == pytest.approx(0.2) and edges.share_row_faster == pytest.approx(0.2)
+    assert SETTINGS.grid.large_difference_ms == 1000  # from the profile, not the code
+    few = grid_compare(np.array([400.0, 600.0]))  # too few for an interval, still described
+    assert few.verdict == "too few pairs" and few.ci_low_ms is None and few.mean_ms == 500
+    assert few.share_row_slower == 0 and few.p10_ms == pytest.approx(420)
+    empty = grid_compare(np.empty(0))
+    assert empty.pairs == 0 and empty.mean_ms is None and empty.share_row_slower is None and not empty.sign_disagrees
+
+
+def stalled(n, r, i, res, p):
+    """b is 600 ms faster than a, except on every third site, where it pays a 5 s stall."""
+    return ok(base_time(i, r) + ((5000 if i % 3 == 0 else -600) if res == "b" else 0))
+
+
+def test_mirror_cells_are_the_negated_statistics_of_the_same_pairs(tmp_path):
+    visits = load(make_store(tmp_path / "s.sqlite", stalled, rounds=2)).visits
+    cells = grid(visits, "wired", SETTINGS)
+    a_b, b_a = cell(cells, A, B), cell(cells, B, A)  # (B, A) is computed by negating (A, B)
+    assert b_a.statistics == grid_compare(b_a.differences)
+    st, mirror = a_b.statistics, b_a.statistics
+    assert mirror.p10_ms == -st.p90_ms and mirror.p90_ms == -st.p10_ms and mirror.mean_ms == -st.mean_ms
+    assert mirror.share_row_slower == st.share_row_faster and mirror.share_row_faster == st.share_row_slower
+    assert mirror.share_row_slower == pytest.approx(28 / 80)  # sites 0, 3, ..., 39 in both rounds
+    assert st.sign_disagrees and mirror.sign_disagrees and mirror.verdict == "row faster" and st.verdict == "row slower"
+
+
+def test_the_report_tables_and_marks_cells_whose_median_and_mean_disagree(tmp_path):
+    store = make_store(tmp_path / "s.sqlite", stalled, rounds=2)
+    report = analyze([store], tmp_path / "out")
+    frame = pd.read_csv(tmp_path / "out/tables/pairs-wired.csv")
+    new = ["mean_ms", "p10_ms", "p90_ms", "share_row_slower", "share_row_faster", "sign_disagrees"]
+    assert set(new) <= set(frame.columns) and frame["sign_disagrees"].all()
+    assert "more than 1000 ms" in (tmp_path / "out/tables/pairs-wired.md").read_text()
+    page = report.html.read_text()
+    assert "The median and the mean disagree in sign in 1 pair" in page
+    assert "median +600 ms [+600, +600] (row slower), but mean -1360 ms" in page  # a minus b: 14 of 40 sites stall
+    assert f"<td>row slower by the median {DAGGER}; mean -1360 ms disagrees</td>" in page
+    assert "<td>row faster</td>" not in page and "<td>row slower</td>" not in page  # never unqualified
+
+
+def test_timer_failures_are_counted_beside_the_resolution_cdfs(tmp_path):
+    error = {"status": "error", "error": "TLS authentication failed"}
+    timings = {
+        ("wired", "a", "dot"): [3000] * 27 + [None] + [error] * 2 + [{"status": "invalid", "error": "empty label"}],
+        ("wired", "b", "doh"): [{"status": "error", "error": "HTTP 503"}] * 4,  # never answers
+    }
+    store = make_store(
+        tmp_path / "s.sqlite",
+        lambda n, r, i, res, p: ok(base_time(i, r)),
+        timings=timings,
+        configurations=(("a", "dot"), ("b", "doh")),
+    )
+    recorded = load(store).timings
+    rates = timer_failures(recorded, SETTINGS).set_index("resolver")
+    assert rates.loc["A", "sent"] == 30 and rates.loc["A", "invalid (not sent)"] == 1  # invalid: never sent
+    assert (rates.loc["A", "ok"], rates.loc["A", "timeout"], rates.loc["A", "error"]) == (27, 1, 2)
+    assert rates.loc["A", "failed %"] == 10 and rates.loc["A", "ci low %"] < 10 < rates.loc["A", "ci high %"]
+    assert rates.loc["B", "failed %"] == 100
+    details = timer_failure_details(recorded, SETTINGS)
+    assert list(zip(details["status"], details["error"], details["queries"], strict=True)) == [
+        ("error", "TLS authentication failed", 2),
+        ("timeout", "(none)", 1),
+        ("error", "HTTP 503", 4),
+    ]
+    fig = resolution_cdf(recorded, "wired", SETTINGS)
+    legend = fig.axes[0].get_legend()
+    assert legend is not None
+    texts = [t.get_text() for t in legend.get_texts()]
+    plt.close(fig)
+    assert texts == ["A DoT (failed 10.0 %, n=30)", "B DoH (failed 100.0 %, n=4)"]
+    report = analyze([store], tmp_path / "out")
+    assert {"timer-failures.csv", "timer-failure-details.md"} <= {p.name for p in report.tables}
+    page = report.html.read_text()
+    assert "TLS authentication failed" in page and "35 timed queries (7 failed of 34 sent)" in page
+
+
+def test_the_large_difference_threshold_is_required_in_the_profile(tmp_path):
+    text = DEFAULT_PROFILE.read_text()
+    profile = tmp_path / "p.toml"
+    profile.write_text("\n".join(line for line in text.splitlines() if not line.startswith("large_difference_ms")))
+    with pytest.raises(ValueError, match="grid.large_difference_ms: Field required"):
+        load_settings(profile)
+    profile.write_text(text.replace("large_difference_ms = 1000", "large_difference_ms = 0"))
+    with pytest.raises(ValueError, match="grid.large_difference_ms: Input should be greater than 0"):
+        load_settings(profile)
 
 
 def test_the_exact_bootstrap_interval_matches_resampling():
