@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -15,6 +16,26 @@ from harness.protocols import names, plain_protocols
 
 RESOLVER_DIR = PROJECT_ROOT / "profiles" / "resolvers"
 HOST_RESOLV_CONF = Path("/etc/resolv.conf")
+#: Said wherever an IPv6 resolver is refused: the client namespaces (lab and Internet) have IPv4 routes only.
+NO_IPV6 = "IPv6 resolvers are not supported yet (the client namespace has IPv4 routes only)"
+
+
+def ipv4_address(value: str) -> str:
+    """``value`` if it is an IPv4 address; a ValueError saying why not (IPv6 named as unsupported)."""
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError("not an IP address") from None
+    if address.version == 6:
+        raise ValueError(NO_IPV6)
+    return value
+
+
+def _no_ipv6_host(uri: str | None) -> str | None:
+    """``uri`` unless its host is an IPv6 literal (https://[2606:4700::1111]/...), which the client cannot reach."""
+    if uri is not None and urlsplit(uri).netloc.split("@")[-1].startswith("["):
+        raise ValueError(f"{NO_IPV6}: give a name or an IPv4 address as the URI's host")
+    return uri
 
 
 class ResolverProfile(BaseModel):
@@ -30,8 +51,15 @@ class ResolverProfile(BaseModel):
     @field_validator("address")
     @classmethod
     def _ip(cls, value: str) -> str:
-        ipaddress.ip_address(value)
-        return value
+        try:
+            return ipv4_address(value)
+        except ValueError as exc:
+            raise ValueError(f"{exc}: give the resolver's IPv4 address") from None
+
+    @field_validator("doh_uri", "doh3_uri")
+    @classmethod
+    def _uri_host(cls, value: str | None) -> str | None:
+        return _no_ipv6_host(value)
 
 
 def protocols_of(name: str) -> set[str]:
@@ -56,6 +84,13 @@ def host_resolver(resolv_conf: Path = HOST_RESOLV_CONF) -> Resolver:
     servers = [line.split()[1] for line in lines if line.split()[:1] == ["nameserver"] and len(line.split()) > 1]
     if not servers:
         raise HarnessError(f"{resolv_conf}: no 'nameserver' line, so there is no host resolver to use")
+    try:
+        ipv4_address(servers[0])
+    except ValueError as exc:
+        raise HarnessError(
+            f"{resolv_conf}: nameserver: {exc} (got {servers[0]!r}); put an IPv4 nameserver first or choose a "
+            "resolver profile"
+        ) from None
     if ipaddress.ip_address(servers[0]).is_loopback:
         raise HarnessError(
             f"{resolv_conf}: the host's resolver {servers[0]} is on loopback, which the client "

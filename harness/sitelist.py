@@ -4,6 +4,12 @@ A Tranco list is `rank,domain` per line. We refuse what would silently
 change a study: a malformed row, a rank out of order, a duplicate domain.
 Internationalized names are turned into their `xn--` form (the form DNS
 and the browser's address bar use), and the list says how many were.
+
+Names are checked strictly, because they end up in the lab's zone data and
+in the study's record: no whitespace or control character anywhere (a
+trailing newline included), labels of 1-63 letters, digits and inner
+hyphens, at most 253 characters, and IDNA 2008 with UTS 46 mapping for
+IDNs and `xn--` labels.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+import unicodedata
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +28,21 @@ import idna
 from harness.errors import HarnessError
 
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-_DOMAIN = re.compile(rf"^(?:{_LABEL}\.)+{_LABEL}$")
+# Always used with fullmatch: `$` also matches before a trailing newline.
+_LABEL_RE = re.compile(_LABEL)
+_DOMAIN = re.compile(rf"(?:{_LABEL}\.)+{_LABEL}")
+#: RFC 1035 2.3.4: 255 octets on the wire, so 253 characters written without the root's dot.
+MAX_NAME = 253
+#: Zero-width (non-)joiners are format characters that IDNA 2008 allows in context (CONTEXTJ), so IDNA judges them.
+_JOINERS = "\u200c\u200d"
+#: Unicode categories never part of a name: "other" characters, and every separator (Z*) as whitespace.
+_INVISIBLE = {
+    "Cc": "control character",
+    "Cf": "format character",
+    "Cs": "surrogate",
+    "Co": "private-use character",
+    "Cn": "unassigned code point",
+}
 #: Tranco names its downloads tranco_<ID>.csv / tranco_<ID>-1m.csv.zip.
 _LIST_ID_IN_NAME = re.compile(r"tranco_([A-Z0-9]{4,6})(?:[-_.]|$)")
 
@@ -44,8 +66,16 @@ class RankedList:
     converted_idns: list[str] = field(default_factory=list)
 
     def select(self, first: int, last: int, group: str) -> list[Site]:
-        """The sites ranked ``first``..``last`` (inclusive) that the list has."""
-        return [Site(self.ranks[r], r, group) for r in range(first, last + 1) if r in self.ranks]
+        """The sites ranked ``first``..``last`` (inclusive) that the list has.
+
+        Walks the range or the list, whichever is shorter, so a huge range (say ranks = [1, 10**18]) costs no
+        more than the list itself.
+        """
+        if last - first < len(self.ranks):
+            ranks: Iterable[int] = range(first, last + 1)
+        else:
+            ranks = sorted(r for r in self.ranks if first <= r <= last)
+        return [Site(self.ranks[r], r, group) for r in ranks if r in self.ranks]
 
 
 def load_site_list(path: Path, top: int) -> list[Site]:
@@ -56,12 +86,15 @@ def load_site_list(path: Path, top: int) -> list[Site]:
     """
     sites: list[Site] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(_read_text(path).splitlines(), start=1):
-        domain = raw.split("#", 1)[0].strip()
+    # Split on newlines only: splitlines() also splits on form feeds and other controls, which would hide them.
+    for number, raw in enumerate(_read_text(path).split("\n"), start=1):
+        domain = raw.split("#", 1)[0].strip(" \t\r")  # the line's own spacing; anything else is judged as the name
         if not domain:
             continue
-        if len(domain) > 253 or not _DOMAIN.match(domain):
-            raise HarnessError(f"{path}:{number}: not a lower-case ASCII domain name: {domain!r}")
+        checked, problem = _normalize(domain)
+        if problem or checked != domain:
+            why = problem or f"write it as {checked}"
+            raise HarnessError(f"{path}:{number}: not a lower-case ASCII domain name: {domain!r} ({why})")
         if domain in seen:
             raise HarnessError(f"{path}:{number}: duplicate of line {seen[domain]}: {domain}")
         seen[domain] = number
@@ -82,16 +115,71 @@ def _read_text(path: Path) -> str:
 
 
 def ascii_domain(name: str) -> tuple[str, bool]:
-    """``name`` lower-cased, an IDN in its A-label (xn--) form; and whether it was converted."""
-    name = name.strip().rstrip(".").lower()
-    if name.isascii():
-        if len(name) > 253 or not _DOMAIN.match(name):
-            raise ValueError(f"not a domain name: {name!r}")
-        return name, False
+    """``name`` lower-cased, an IDN in its A-label (xn--) form; and whether it was converted.
+
+    Raises ValueError, one line with the name and what is wrong with it, for anything that is not a domain name.
+    """
+    domain, problem = _normalize(name)
+    if problem:
+        raise ValueError(f"not a domain name: {name!r} ({problem})")
+    return domain, not name.isascii()
+
+
+def check_label(label: str) -> str:
+    """``label`` if it is one lower-case DNS label (letters, digits, inner hyphens; 1-63); else ValueError."""
+    problem = _label_problem(label)
+    if problem:
+        raise ValueError(f"not a DNS label: {problem}")
+    return label
+
+
+def _normalize(name: str) -> tuple[str, str | None]:
+    """(the name in lower-case A-label form, None), or (the name, what is wrong with it)."""
+    lowered = name.lower().removesuffix(".")  # one root dot, as in "example.com.", is the same name
+    if lowered.isascii() and "--" not in lowered:
+        # The common case, kept fast for million-entry lists: plain LDH labels, which IDNA leaves as they are.
+        if len(lowered) <= MAX_NAME and _DOMAIN.fullmatch(lowered):
+            return lowered, None
+        return lowered, _invisible(name) or _ldh_problem(lowered)
+    bad = _invisible(name)
+    if bad:  # before IDNA, whose UTS 46 mapping silently drops some (U+200B, U+00AD) and would change the name
+        return lowered, bad
     try:
-        return idna.encode(name, uts46=True).decode("ascii"), True
+        encoded = idna.encode(lowered, uts46=True, std3_rules=True).decode("ascii")
     except idna.IDNAError as exc:
-        raise ValueError(f"not a valid internationalized domain name: {name!r} ({exc})") from None
+        return lowered, f"IDNA: {exc}"
+    return encoded, _ldh_problem(encoded)
+
+
+def _invisible(name: str) -> str | None:
+    """What is wrong if ``name`` holds whitespace, a control or a format character; else None."""
+    for index, char in enumerate(name):
+        category = unicodedata.category(char)
+        kind = _INVISIBLE.get(category, "whitespace" if category[0] == "Z" else None)
+        if kind and char not in _JOINERS:
+            return f"{kind} U+{ord(char):04X} at position {index}"
+    return None
+
+
+def _ldh_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as lower-case LDH labels of a registered domain; None if nothing."""
+    if len(name) > MAX_NAME:
+        return f"{len(name)} characters, more than {MAX_NAME}"
+    labels = name.split(".")
+    if len(labels) < 2:
+        return "a registered domain has at least two labels"
+    return next((f"label {label!r}: {problem}" for label in labels if (problem := _label_problem(label))), None)
+
+
+def _label_problem(label: str) -> str | None:
+    """What is wrong with ``label`` as one lower-case LDH label; None if nothing."""
+    if not label:
+        return "empty"
+    if len(label) > 63:
+        return f"{len(label)} characters, more than 63"
+    if not _LABEL_RE.fullmatch(label):
+        return "must be lower-case letters, digits and inner hyphens"
+    return None
 
 
 def load_tranco(path: Path, list_id: str | None = None) -> RankedList:

@@ -19,7 +19,7 @@ from harness.paths import PROJECT_ROOT, project_path
 from harness.plan import PlannedVisit, make_plan
 from harness.profile import line_of, load_profile
 from harness.protocols import browser_protocols, timer_protocols
-from harness.resolvers import available_resolvers, protocols_of
+from harness.resolvers import available_resolvers, load_resolver, protocols_of
 from harness.shaping.profile import available_profiles
 from harness.sitelist import RankedList, Site, fetch_tranco, load_tranco
 
@@ -44,6 +44,11 @@ BrowserProtocol = Annotated[str, AfterValidator(_browser_protocol)]
 TimerProtocol = Annotated[str, AfterValidator(_timer_protocol)]
 
 STUDY_DIR = PROJECT_ROOT / "profiles" / "studies"
+#: The most visits one study may plan. The crawl holds the whole plan in memory (about 180 bytes a visit)
+#: and writes it in one transaction before its first visit, so this bounds both at about 360 MB. It is 25
+#: rounds of paper-2019's 80,000 visits, half a year at that study's pace of a round a week; a longer
+#: campaign is several studies, whose stores the analysis reads together.
+MAX_PLANNED_VISITS = 2_000_000
 TRANCO_CACHE = PROJECT_ROOT / "tranco" / "cache"
 
 
@@ -122,7 +127,7 @@ class Study(BaseModel):
     target: Literal["lab", "internet"]
     lab_profile: str | None = None  # lab studies: the lab they run against (default: profiles/lab/default.toml)
     seed: int
-    rounds: int = Field(ge=1)
+    rounds: int = Field(ge=1, le=MAX_PLANNED_VISITS)  # every round has a visit at least; the plan is checked at load
     duration_days: float | None = Field(default=None, gt=0)  # spread the rounds over this long
     networks: list[str] = Field(min_length=1)
     resolvers: list[str] = Field(min_length=1)
@@ -165,6 +170,7 @@ class Study(BaseModel):
             for name in value:
                 if name not in known:
                     raise ValueError(f"no resolver profile '{name}' (have: {', '.join(known)})")
+                _check_resolver_profile(name)
         return value
 
     @property
@@ -178,6 +184,16 @@ class Study(BaseModel):
         return [
             (r, p) for r in self.resolvers for p in (self.timer.protocols or self.protocols) if p in protocols_of(r)
         ]
+
+
+def _check_resolver_profile(name: str) -> None:
+    """Load a resolver profile now, so a bad one (say an IPv6 address) fails `study check`, not the crawl."""
+    if name == "default":
+        return  # the host's resolver: read from /etc/resolv.conf where the crawl runs
+    try:
+        load_resolver(name)
+    except HarnessError as exc:  # a ValueError, so pydantic names the study's key and the profile names its own
+        raise ValueError(str(exc)) from None
 
 
 def _distinct(value: list[str]) -> list[str]:
@@ -279,7 +295,20 @@ def load_study(name_or_path: str, tranco_cache: Path = TRANCO_CACHE) -> LoadedSt
                 )
             taken[site.rank] = index
         sites += chosen
-    return LoadedStudy(path=path, study=study, sites=sites, site_list=ranked)
+    loaded = LoadedStudy(path=path, study=study, sites=sites, site_list=ranked)
+    if loaded.visit_count > MAX_PLANNED_VISITS:  # arithmetic only: nothing of the plan exists yet
+        raise fail(("rounds",), _too_many_visits(loaded))
+    return loaded
+
+
+def _too_many_visits(loaded: LoadedStudy) -> str:
+    """Why a study's plan is refused: its size, as the product of its keys, against the maximum."""
+    s = loaded.study
+    return (
+        f"{s.rounds} rounds x {len(loaded.sites)} sites x {len(s.networks)} networks x {len(s.configurations)} "
+        f"(resolver, protocol) pairs plan {loaded.visit_count:,} visits, more than the maximum "
+        f"{MAX_PLANNED_VISITS:,} a study may plan (split it into several studies)"
+    )
 
 
 def check_resolvers(loaded: LoadedStudy, place: Place) -> None:

@@ -1,8 +1,12 @@
 """Service checks run from inside the client namespace, with real clients.
 
-Run as `ip netns exec <client> python -m harness.lab.checks SPEC.json`, so
-name resolution goes through the namespace's own resolv.conf, as a browser
-there would. Prints one JSON list of check results.
+Run as `ip netns exec <client> python -I /abs/path/harness/lab/checks.py
+SPEC.json`, so name resolution goes through the namespace's own resolv.conf,
+as a browser there would. Prints one JSON list of check results. It runs as
+root, so it is started by absolute path in isolated mode (-I, which implies
+-P): the working directory is never on sys.path, and `harness` is imported
+from the installed package, not from whatever `harness/` the caller's
+directory holds.
 """
 
 from __future__ import annotations

@@ -5,15 +5,21 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.paths import project_path
 from harness.profile import load_profile
+from harness.sitelist import check_label
 
 _Z90 = 1.2815515655446004  # standard normal 90th percentile
 
 RESOURCE_TYPES = ("img", "js", "css")
+
+# A third-party label becomes the first label of lab hostnames (<label>.<site>) in unbound's local-data,
+# nginx's server names and certificates: one lower-case DNS label, nothing that could end a quoted string.
+DnsLabel = Annotated[str, AfterValidator(check_label)]
 
 
 class _Strict(BaseModel):
@@ -65,8 +71,17 @@ class TypeShape(_Strict):
 
 class ThirdPartyShape(_Strict):
     pool_domains: int = Field(ge=1)
-    labels: list[str] = Field(min_length=1)
+    labels: list[DnsLabel] = Field(min_length=1)
     zipf_exponent: float = Field(ge=0)
+
+    @field_validator("labels")
+    @classmethod
+    def _distinct_labels(cls, value: list[str]) -> list[str]:
+        # A label given twice would name the same hostname twice, and double its Zipf weight unnoticed.
+        twice = next((label for i, label in enumerate(value) if label in value[:i]), None)
+        if twice:
+            raise ValueError(f"'{twice}' is listed twice")
+        return value
 
 
 class LateShape(_Strict):

@@ -4,6 +4,10 @@ The kernel completes TCP handshakes into the listen backlog even though we
 never call accept(), so a client sees a connected socket that stays silent:
 the lab's stand-in for a hung server (page-load timeouts) and a silent
 resolver (DNS timeouts).
+
+`lab up` starts it as root by absolute path in isolated mode
+(`python -I /abs/path/harness/lab/tarpit.py ADDRESS`): -I implies -P, so the
+working directory is never on sys.path and no code from it runs.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 
 
 def main(address: str) -> None:
+    """Listen on ``address`` (TCP 80, 443, 853 and UDP 53) and answer nothing until SIGTERM."""
     sockets = []
     for port in (80, 443, 853):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
