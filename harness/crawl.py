@@ -35,7 +35,7 @@ from harness.shaping.check import check_link, read_sysctl
 from harness.shaping.profile import LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.store import Store
-from harness.study import LoadedStudy, as_current_study, check_resolvers
+from harness.study import LoadedStudy, as_current_study, check_resolvers, check_sites
 from harness.timer import TimerSettings, hostnames_from_hars, time_pairs
 from harness.visit import Visitor, VisitResult
 
@@ -82,6 +82,7 @@ class Crawl:
             )
         place.require_healthy()
         check_resolvers(loaded, place)
+        check_sites(loaded, place)
         self.loaded, self.study, self.store, self.place = loaded, loaded.study, store, place
         self.study_id = loaded.name
         self.results_dir = results_dir
@@ -142,7 +143,10 @@ class Crawl:
             self.results_dir,
             timeout=self.study.page_load_timeout_s,
             stub_idle_timeout_ms=self.study.arms.stub_idle_timeout_ms,
+            browser_dns=self.study.browser_dns,
         )
+        # The study's lab faults hold for the whole crawl, and are undone when it ends however it ends.
+        self.place.apply_faults([(f.name, f.resolver) for f in self.study.faults])
         self.store.record_environment(self.study_id, self.environment(visitor))
         first_start = self.store.started_at(self.study_id, time.time())
         done, total = self.store.progress(self.study_id)
@@ -193,6 +197,8 @@ class Crawl:
         finally:
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
+            if self.study.faults:
+                self.place.clear_faults()
         summary.done, summary.total = self.store.progress(self.study_id)
         summary.stopped = self.stopping and not summary.finished
         summary.seconds = time.monotonic() - started

@@ -2,9 +2,11 @@
 
 Signals: the Selenium exception *type* of the navigation, the `e=` code of
 Firefox's error page (about:neterror / about:certerror) in the document
-URI, whether the driver or browser failed, whether the DNS arm was healthy
-and proven, and whether the HAR is valid. Exception messages are kept in
-the record but never searched.
+URI, whether the driver, browser, link or place failed, whether the DNS
+arm was healthy and proven, how its transport failed on the path (from
+the client's packet counters and the arm's own report), and whether the
+HAR is valid. Exception messages are kept in the record but never searched.
+The decision table is in docs/visit.md.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class Signals:
     proof_reason: str
     har_problem: str | None
     link_problem: str | None = None  # the link emulation broke (a delayer died)
+    place_problem: str | None = None  # a daemon of the place died (a lab resolver, the web)
+    other_transport: bool = False  # the proof saw queries leave by another transport
+    path_failure: str | None = None  # the transport failed on the path while our part was healthy, e.g. dot:reset
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,15 @@ def classify(signals: Signals) -> Outcome:
         cls, detail = ErrorClass.INFRASTRUCTURE, "browser: " + signals.driver_failure
     elif signals.link_problem:
         cls, detail = ErrorClass.INFRASTRUCTURE, "link: " + signals.link_problem
+    elif signals.place_problem:
+        cls, detail = ErrorClass.INFRASTRUCTURE, "place: " + signals.place_problem
     elif signals.arm_problem:
         cls, detail = ErrorClass.INFRASTRUCTURE, "arm: " + signals.arm_problem
+    elif signals.other_transport:
+        cls, detail = ErrorClass.INFRASTRUCTURE, "arm-proof: " + signals.proof_reason
+    elif signals.path_failure and page_class is not ErrorClass.SUCCESSFUL:
+        # The protocol's own failure on the path: counted, like any DNS failure a user meets.
+        cls, detail = ErrorClass.DNS_ERROR, signals.path_failure
     elif not signals.proof_valid:
         cls, detail = ErrorClass.INFRASTRUCTURE, "arm-proof: " + signals.proof_reason
     elif page_class is ErrorClass.SUCCESSFUL and signals.har_problem:

@@ -98,6 +98,18 @@ class Place(ABC):
     def up_command(self) -> str:
         """The command that brings this place up, for error messages."""
 
+    def served_sites(self) -> set[str] | None:
+        """The sites this place's web serves, or None where any site may be visited (the Internet)."""
+        return None
+
+    def apply_faults(self, pairs: list[tuple[str, str]]) -> None:
+        """Apply (fault name, resolver) pairs for a crawl; only the lab can break itself on purpose."""
+        if pairs:
+            raise HarnessError(f"the {self.kind} cannot apply lab faults")
+
+    def clear_faults(self) -> None:  # noqa: B027 -- nothing to undo where nothing can be applied
+        """Undo every fault `apply_faults` applied."""
+
     def require_healthy(self) -> None:
         """Raise a one-line HarnessError unless the place is up and healthy."""
         status = self.status()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, project_path
 from harness.plan import PlannedVisit, make_plan
@@ -117,6 +118,30 @@ class ArmSettings(BaseModel):
     stub_idle_timeout_ms: int = Field(default=10000, ge=0, le=3_600_000)
 
 
+class LabFault(BaseModel):
+    """A lab fault the crawl applies for its whole length (harness/lab/faults.py, docs/lab.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    resolver: str
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        from harness.lab.faults import fault_names  # the lab's modules load only for studies that name faults
+
+        if value not in fault_names():
+            raise ValueError(f"unknown lab fault '{value}' (have: {', '.join(fault_names())})")
+        return value
+
+
+def _browser_dns(value: str) -> str:
+    if not project_path(value).exists():
+        raise ValueError(f"no such file: {value}")
+    load_prefs(value)  # a bad preference file fails `study check`, naming its own line
+    return value
+
+
 class Study(BaseModel):
     """A study file, validated."""
 
@@ -138,6 +163,9 @@ class Study(BaseModel):
     link_check: LinkCheckSettings = LinkCheckSettings()
     timer: TimerStudySettings = TimerStudySettings()
     arms: ArmSettings = ArmSettings()
+    # The browser's DNS behaviour (TRR timeouts, caching, prefetch, ...): a preference profile, each value sourced.
+    browser_dns: Annotated[str, AfterValidator(_browser_dns)] = DNS_CURRENT
+    faults: list[LabFault] = Field(default_factory=list)  # lab studies: faults applied while the crawl runs
 
     @field_validator("networks")
     @classmethod
@@ -161,6 +189,15 @@ class Study(BaseModel):
         if value and not project_path(value).exists():
             raise ValueError(f"no such file: {value}")
         return value
+
+    @model_validator(mode="after")
+    def _faults_at_lab_resolvers(self) -> Study:
+        if self.faults and self.target != "lab":
+            raise ValueError("faults: only a lab study applies lab faults")
+        for fault in self.faults:
+            if fault.resolver not in self.resolvers:
+                raise ValueError(f"faults: resolver '{fault.resolver}' is not one of the study's resolvers")
+        return self
 
     @field_validator("resolvers")
     @classmethod
@@ -309,6 +346,21 @@ def _too_many_visits(loaded: LoadedStudy) -> str:
         f"(resolver, protocol) pairs plan {loaded.visit_count:,} visits, more than the maximum "
         f"{MAX_PLANNED_VISITS:,} a study may plan (split it into several studies)"
     )
+
+
+def check_sites(loaded: LoadedStudy, place: Place) -> None:
+    """A study's sites must be ones the place serves (a lab serves its synthetic web's sites only)."""
+    served = place.served_sites()
+    if served is None:
+        return
+    missing = [site.domain for site in loaded.sites if site.domain not in served]
+    if missing:
+        number = line_of(loaded.path.read_text(encoding="utf-8"), ("sites",))
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise HarnessError(
+            f"{loaded.path}:{number}: sites: the {place.kind}'s web does not serve {len(missing)} of the study's "
+            f"{len(loaded.sites)} sites ({shown}); choose sites from the {place.kind}'s list or change its web"
+        )
 
 
 def check_resolvers(loaded: LoadedStudy, place: Place) -> None:

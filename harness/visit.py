@@ -17,14 +17,21 @@ from pathlib import Path
 
 from harness import __version__
 from harness.arms import DnsArm, make_arm
-from harness.arms.evidence import ArmProof, client_counters, judge, reset_client_counters, resolver_counters
+from harness.arms.evidence import (
+    ArmProof,
+    client_counters,
+    judge,
+    path_failure,
+    reset_client_counters,
+    resolver_counters,
+)
 from harness.browser.account import BrowserAccount
 from harness.browser.har import PageInfo, build_har, check_har, write_har
-from harness.browser.prefs import load_prefs
+from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.browser.session import GECKODRIVER, BrowserSession, NavigationReport
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError, require_root
-from harness.outcome import ErrorClass, Outcome, Signals, classify
+from harness.outcome import ErrorClass, Outcome, Signals, classify, page_outcome
 from harness.place import Place
 from harness.shaping.shaper import Shaper, shape
 
@@ -63,6 +70,7 @@ class VisitResult:
     timeout_s: float
     versions: dict = field(default_factory=dict)
     link: dict = field(default_factory=dict)  # the shaping applied: profile, backend, fingerprint
+    browser_dns: dict = field(default_factory=dict)  # the DNS preference profile and the values the browser ran with
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -87,11 +95,13 @@ class _Observed:
     before: dict[str, int] | None = None
     after: dict[str, int] | None = None
     packets: dict[str, int] = field(default_factory=dict)
+    place_problem: str | None = None  # a daemon of the place died during the visit
+    authentication_failed: bool = False  # the arm's own report: the resolver's certificate did not verify
 
     @property
     def unmeasured(self) -> str | None:
-        """Why the counters prove nothing (the arm or the link was broken), or None."""
-        return self.arm_problem or self.link_problem
+        """Why the counters prove nothing (the arm, the link or the place was broken), or None."""
+        return self.arm_problem or self.link_problem or self.place_problem
 
 
 @dataclass
@@ -114,6 +124,7 @@ class Visitor:
         margin: float = 10.0,
         network: str = "wired",
         stub_idle_timeout_ms: int = 10_000,
+        browser_dns: str | Path = DNS_CURRENT,
     ):
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
         place.require_healthy()
@@ -132,7 +143,10 @@ class Visitor:
         self.work_root = place.run_dir / "visits"
         self.work_root.mkdir(exist_ok=True)
         self.versions = {"firefox": firefox_version(), "geckodriver": geckodriver_version(), "dnsstudy": __version__}
-        prefs = load_prefs().as_dict()
+        # The browser's DNS behaviour is data a study names; every visit records the values it ran with.
+        self.browser_dns_profile = str(browser_dns)
+        self.browser_dns = load_prefs(browser_dns).as_dict()
+        prefs = {**load_prefs().as_dict(), **self.browser_dns}
         self.template = ensure_template(
             place.run_dir,
             self.client.ca_file if self.client.browser_trusts_ca else None,
@@ -183,8 +197,11 @@ class Visitor:
                 driver_failure=report.driver_failure,
                 arm_problem=seen.arm_problem,
                 link_problem=seen.link_problem,
+                place_problem=seen.place_problem,
                 proof_valid=proof.valid,
                 proof_reason=proof.reason,
+                other_transport=proof.other_transport,
+                path_failure=_path_failure(arm, proof, seen, on_load),
                 har_problem=har.problem,
             )
         )
@@ -201,8 +218,12 @@ class Visitor:
         if seen.arm_problem is not None or seen.link_problem is not None:
             return seen
         control = arm.resolver.control_config
-        reset_client_counters(self.client.namespace, arm.resolver.address)
-        seen.before = resolver_counters(control) if control else None
+        reset_client_counters(self.client.namespace, arm.resolver)
+        try:
+            seen.before = resolver_counters(control) if control else None
+        except HarnessError as exc:  # the resolver is dead or hangs: no visit can prove anything
+            seen.place_problem = _place_problem(self.place) or str(exc)
+            return seen
         session = BrowserSession(
             self.account,
             self.template,
@@ -211,11 +232,19 @@ class Visitor:
             prefs=arm.firefox_prefs(),
             timeout=self.timeout,
             margin=self.margin,
+            read_prefs=tuple(self.browser_dns),
         )
+        arm.begin_visit()
         seen.report = session.run(url)
-        seen.after = resolver_counters(control) if control else None
+        unread = None
+        try:
+            seen.after = resolver_counters(control) if control else None
+        except HarnessError as exc:  # the resolver died or hangs: the place's failure, decided below
+            unread = str(exc)
         seen.packets = client_counters(self.client.namespace)
         seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
+        seen.place_problem = _place_problem(self.place) or unread
+        seen.authentication_failed = arm.authentication_failed(seen.report.trr_failure)
         return seen
 
     def _keep_har(self, seen: _Observed, page_loaded: bool) -> _Har:
@@ -274,6 +303,9 @@ class Visitor:
                 "watchdog_fired": report.watchdog_fired,
                 "arm_problem": seen.arm_problem,
                 "link_problem": seen.link_problem,
+                "place_problem": seen.place_problem,
+                "trr_failure": report.trr_failure,
+                "authentication_failed": seen.authentication_failed,
             },
             proof=proof.to_dict(),
             arm=arm.describe(),
@@ -284,7 +316,36 @@ class Visitor:
             timeout_s=self.timeout,
             versions=self.versions,
             link=seen.link,
+            browser_dns=self._browser_dns_record(report.prefs),
         )
+
+    def _browser_dns_record(self, read: dict) -> dict:
+        """The DNS preference profile, the values read back from the running browser, and any that differ."""
+        differs = sorted(n for n, v in self.browser_dns.items() if read and read.get(n) != v)
+        return {"profile": self.browser_dns_profile, "values": read, "differs": differs}
+
+
+def _place_problem(place: Place) -> str | None:
+    """Which of the place's daemons died, if any (a dead lab resolver is our fault, not the protocol's)."""
+    dead = place.status().dead
+    return f"{', '.join(dead)} not running" if dead else None
+
+
+def _path_failure(arm: DnsArm, proof: ArmProof, seen: _Observed, on_load: float | None) -> str | None:
+    """``protocol:cause`` when the arm's transport failed on the path, else None (docs/visit.md).
+
+    The transport failed when the resolver received no query over it (lab resolvers count them) or,
+    where no resolver statistics exist, when the page itself reports a DNS failure.
+    """
+    if seen.unmeasured is not None:
+        return None
+    if proof.on_arm is not None:
+        failed = proof.on_arm == 0
+    else:
+        page_class, _ = page_outcome(seen.report.exception, seen.report.document_uri, on_load)
+        failed = page_class is ErrorClass.DNS_ERROR
+    cause = path_failure(arm.protocol, seen.packets, seen.authentication_failed) if failed else None
+    return f"{arm.protocol}:{cause}" if cause else None
 
 
 def _judge(arm: DnsArm, seen: _Observed) -> ArmProof:

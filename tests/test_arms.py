@@ -8,11 +8,11 @@ import pytest
 
 from harness.arms import ClientSide, Resolver, make_arm
 from harness.arms.dot import DotArm
-from harness.arms.evidence import client_counter_names, judge
+from harness.arms.evidence import client_counter_names, judge, path_failure
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
 from harness.profile import load_profile
-from harness.protocols import browser_protocols
+from harness.protocols import browser_protocols, protocols
 
 RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query")
 CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
@@ -131,3 +131,50 @@ def test_each_arm_requires_its_own_transport_and_forbids_every_other_way_to_the_
         {"doh_resolver"},
         {"do53_connections", "dot_connections", "do53_other", "dot_other", "stub_loopback"} | quic,
     )
+
+
+# -- how a transport failed on the path, from the client's counters (docs/visit.md) --
+
+
+@pytest.mark.parametrize(
+    "protocol, counts, auth, cause",
+    [
+        ("dot", dict(dot_connections=8), False, "connect-timeout"),  # SYNs out, nothing back: dropped
+        ("dot", dict(dot_connections=3, dot_refused=3), False, "reset"),  # answered with resets
+        ("doh", dict(doh_connections=2, icmp_unreachable=2), False, "unreachable"),  # ICMP from the path
+        ("dot", dict(dot_connections=2, dot_accepted=2), False, "timeout"),  # accepted, never a byte back
+        ("dot", dict(dot_connections=2, dot_accepted=2), True, "timeout"),  # no server TLS: not an auth failure
+        ("dot", dict(dot_connections=1, dot_accepted=1, dot_answered=1), True, "tls-auth"),
+        ("doh", dict(doh_connections=2, doh_accepted=2, doh_answered=2), True, "tls-auth"),
+        ("doh", dict(doh_connections=2, doh_accepted=2, doh_answered=4, doh_refused=1), False, "reset"),
+        ("do53", dict(do53_connections=3), False, "timeout"),  # UDP: sent, no answer
+        ("dot", dict(stub_loopback=4), False, None),  # the stub never tried: our part failed
+        ("dot", dict(dot_connections=1, dot_accepted=1, dot_answered=3), False, None),  # nothing explains it
+    ],
+)
+def test_path_failure_causes_come_from_what_the_client_saw(protocol, counts, auth, cause):
+    assert path_failure(protocol, packets(**counts), auth) == cause
+
+
+def test_counters_follow_the_resolvers_own_ports():
+    """A resolver serving DoQ and DoH3 on other ports than the standard ones is counted where it serves them."""
+    lab = Resolver(
+        "near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query",
+        doq_port=8853, doh3_uri="https://near.dns.lab.test:8443/dns-query",
+    )  # fmt: skip
+    by_name = {p.name: p for p in protocols()}
+    assert [lab.port(by_name[n]) for n in ("do53", "dot", "doh", "doq", "doh3")] == [53, 853, 443, 8853, 8443]
+    assert RESOLVER.port(by_name["doq"]) == 853  # a resolver that names no port: the standard one
+
+
+def test_stub_log_verify_failures_count_only_from_the_visits_start(tmp_path):
+    client = ClientSide("x-client", tmp_path, tmp_path / "ca.pem", "198.18.1.60")
+    (tmp_path / "logs").mkdir()
+    log = tmp_path / "logs" / "stubby.log"
+    log.write_bytes(b"[08:38:18] STUBBY: 198.18.1.53  : Verify failed : TLS - *Failure* - (21) old visit\n")
+    arm = DotArm(RESOLVER, client)
+    arm.begin_visit()
+    assert not arm.authentication_failed(None)  # the earlier visit's failure is not this one's
+    with open(log, "ab") as f:
+        f.write(b'[08:39:01] STUBBY: 198.18.1.53  : Verify failed : TLS - *Failure* - (62) "hostname mismatch"\n')
+    assert arm.authentication_failed(None)

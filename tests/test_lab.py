@@ -296,3 +296,36 @@ def test_status_command_reports_daemons_addresses_and_deaths(lab):
     # the table form, for people
     table = subprocess.run(args[:-5] + args[-4:], capture_output=True, text=True, env=env, timeout=30)
     assert table.returncode == 0 and "resolver-near" in table.stdout and "running" in table.stdout
+
+
+def test_lab_up_runs_no_code_from_the_working_directory(private_lab, tmp_path):
+    """`dnsstudy lab up` run as root from a directory holding a `harness/` package never imports it.
+
+    The tarpit and the checks are Python helpers the lab starts as root; started with `python -m`, the
+    working directory came first on sys.path and a planted `harness/lab/tarpit.py` ran instead.
+    """
+    import subprocess
+    import sys
+
+    the_lab = private_lab(up=False)
+    marker = tmp_path / "planted-code-ran"
+    work = tmp_path / "work"
+    planted = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for module in ("__init__.py", "lab/__init__.py", "lab/tarpit.py", "lab/checks.py", "cli/__init__.py"):
+        (work / "harness" / module).parent.mkdir(parents=True, exist_ok=True)
+        (work / "harness" / module).write_text(planted)
+    dnsstudy = str(Path(sys.executable).parent / "dnsstudy")
+    lab_args = ["--prefix", the_lab.config.prefix, "--subnet", the_lab.config.settings.subnet]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    up = subprocess.run(
+        [dnsstudy, "lab", "up", *lab_args], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert not marker.exists(), marker.read_text()
+    assert up.returncode == 0, up.stdout + up.stderr
+    status = the_lab.status()
+    assert status.healthy and "tarpit" in {d["name"] for d in status.daemons}, status
+    down = subprocess.run(
+        [dnsstudy, "lab", "down", *lab_args], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not marker.exists(), marker.read_text()

@@ -112,3 +112,42 @@ def test_a_broken_link_is_infrastructure_whatever_the_page_did():
     )
     assert outcome.error_class is ErrorClass.INFRASTRUCTURE and outcome.detail.startswith("link: ")
     assert not outcome.counted
+
+
+# -- the transport's own failures on the path (docs/visit.md, "Who failed") --
+
+DNS_TIMEOUT = dict(exception="TimeoutException", document_uri="about:blank", on_load_ms=None)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [dict(document_uri=NETERROR.format("dnsNotFound"), on_load_ms=None), DNS_TIMEOUT],
+)
+def test_a_path_failure_is_a_counted_dns_error_naming_its_cause(page):
+    outcome = classify(signals(**page, proof_valid=False, proof_reason="no dot query", path_failure="dot:reset"))
+    assert outcome.error_class is ErrorClass.DNS_ERROR and outcome.counted
+    assert outcome.detail == "dot:reset"
+
+
+@pytest.mark.parametrize(
+    "change, prefix",
+    [
+        (dict(driver_failure="navigate: died"), "browser: "),
+        (dict(link_problem="delayer-up died"), "link: "),
+        (dict(place_problem="resolver-near not running"), "place: "),
+        (dict(arm_problem="the DoT stub (stubby) is not running"), "arm: "),
+        (dict(other_transport=True, proof_reason="3 packets counted on do53_other"), "arm-proof: "),
+    ],
+)
+def test_our_own_failures_and_leaks_outrank_a_path_failure(change, prefix):
+    """A dead stub, resolver or link, or queries that went another way: never the protocol's failure."""
+    outcome = classify(
+        signals(document_uri=NETERROR.format("dnsNotFound"), on_load_ms=None, path_failure="dot:timeout", **change)
+    )
+    assert outcome.error_class is ErrorClass.INFRASTRUCTURE and not outcome.counted
+    assert outcome.detail.startswith(prefix)
+
+
+def test_a_page_that_loaded_is_not_a_path_failure():
+    outcome = classify(signals(path_failure="doh:reset"))
+    assert outcome.error_class is ErrorClass.SUCCESSFUL

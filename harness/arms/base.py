@@ -11,9 +11,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+from urllib.parse import urlsplit
 
 from harness import netns
+
+if TYPE_CHECKING:
+    from harness.protocols import Protocol
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,15 @@ class Resolver:
     control_config: Path | None = None  # a lab resolver's unbound config: its statistics prove transports
     doq_port: int | None = None  # DNS over QUIC (RFC 9250) on `address`, if served
     doh3_uri: str | None = None  # DNS over HTTP/3, if served
+
+    def port(self, protocol: Protocol) -> int:
+        """Where this resolver serves ``protocol``: the port its endpoint names, else the standard one."""
+        named = {
+            "doh": urlsplit(self.doh_uri).port,
+            "doq": self.doq_port,
+            "doh3": urlsplit(self.doh3_uri).port if self.doh3_uri else None,
+        }
+        return named.get(protocol.name) or protocol.port
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,16 @@ class DnsArm(ABC):
     def problem(self) -> str | None:
         """Why the arm itself is broken (a harness failure), or None if it is healthy."""
         return None
+
+    def begin_visit(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
+        """Called just before the browser starts: arms that read their own logs mark where the visit begins."""
+
+    def authentication_failed(self, trr_failure: str | None) -> bool:
+        """Whether the arm's own report says TLS authentication of the resolver failed during the visit.
+
+        ``trr_failure`` is the browser's TRR failure id from its error page (None if it showed none).
+        """
+        return False
 
     def finish_visit(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
         """Called after each visit; arms with per-visit state reset it here."""

@@ -5,6 +5,11 @@ from __future__ import annotations
 from harness.arms.base import DnsArm
 from harness.protocols import DOH, register_arm
 
+#: Firefox's TRR-only error page for a TRR server it could not set up a channel to (skip reasons
+#: TRR_FAILED, TRR_NET_REFUSED, TRR_UNKNOWN_CHANNEL_FAILURE, ...; aboutNetError.mjs). After the server's
+#: TLS handshake reached the client (the counters say so), that is a TLS failure: its certificate.
+COULD_NOT_CONNECT = "neterror-dns-not-found-trr-only-could-not-connect"
+
 
 @register_arm(DOH)
 class DohArm(DnsArm):
@@ -26,6 +31,10 @@ class DohArm(DnsArm):
             "network.trr.useGET": False,  # POST, as the reference study's Firefox did
             "network.trr.disable-ECS": True,
         }
+
+    def authentication_failed(self, trr_failure: str | None) -> bool:
+        """The browser's error page says it could not connect to the TRR server (see COULD_NOT_CONNECT)."""
+        return trr_failure == COULD_NOT_CONNECT
 
     def describe(self) -> dict:
         return {**super().describe(), "uri": self.resolver.doh_uri}

@@ -20,6 +20,9 @@ from harness.errors import HarnessError, require_program
 from harness.protocols import DO53, DOT, register_arm
 
 STUB_ADDRESS = "127.0.0.1"
+#: What Stubby (getdns) logs when the resolver's certificate does not verify, followed by OpenSSL's
+#: verify code: "<address> : Verify failed : TLS - *Failure* - (21) ...". A fixed marker, not prose.
+VERIFY_FAILED = b": Verify failed : "
 
 
 @register_arm(DOT)
@@ -29,6 +32,8 @@ class DotArm(DnsArm):
     def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
         super().__init__(resolver, client, persistent, idle_timeout_ms)
         self.stub: Daemon | None = None
+        self.log = client.run_dir / "logs" / "stubby.log"
+        self.log_mark = 0  # the stub log's size when the visit began
 
     def config(self) -> str:
         """Stubby's YAML configuration.
@@ -72,20 +77,30 @@ class DotArm(DnsArm):
             name=f"stubby-{self.resolver.name}",
             namespace=self.client.namespace,
             argv=["stubby", "-C", str(conf), "-v", "4"],
-            log=str(run / "logs" / "stubby.log"),
+            log=str(self.log),
             addresses=[f"{STUB_ADDRESS}:{DO53.port}"],
         )
         self.stub.start()
         if netns.wait_tcp(self.client.namespace, [(STUB_ADDRESS, DO53.port)], timeout=5.0):
             self.stop()
-            raise HarnessError(
-                f"stubby did not listen on {STUB_ADDRESS}:{DO53.port} within 5 s (log: {run / 'logs' / 'stubby.log'})"
-            )
+            raise HarnessError(f"stubby did not listen on {STUB_ADDRESS}:{DO53.port} within 5 s (log: {self.log})")
 
     def problem(self) -> str | None:
         if self.stub is None or not self.stub.alive():
             return "the DoT stub (stubby) is not running"
         return None
+
+    def begin_visit(self) -> None:
+        self.log_mark = self.log.stat().st_size if self.log.exists() else 0
+
+    def authentication_failed(self, trr_failure: str | None) -> bool:
+        """Stubby logged a certificate that did not verify since the visit began."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.log_mark)
+                return VERIFY_FAILED in f.read()
+        except OSError:
+            return False
 
     def finish_visit(self) -> None:
         """End of a visit: a per-visit stub goes, a persistent one stays."""

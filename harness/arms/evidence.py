@@ -23,18 +23,29 @@ import json
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import netns
 from harness.errors import HarnessError
 from harness.protocols import DO53, DOH, DOT, Protocol, names, protocols
 
+if TYPE_CHECKING:
+    from harness.arms.base import Resolver
+
 TABLE = "dnsstudy_proof"
 STUB_COUNTER = "stub_loopback"  # plain DNS to a stub on 127.0.0.0/8:53
 
 
+ICMP_COUNTER = "icmp_unreachable"  # "destination unreachable" received: a port or host refused on the path
+#: Outbound counters per protocol (see `_protocol_rules`), then inbound ones (see `_reply_rules`).
+OUT_KINDS = ("resolver", "connections", "other")
+IN_KINDS = ("accepted", "refused", "answered")
+
+
 def client_counter_names() -> list[str]:
-    """Every client-side counter: per protocol of the registry, where its packets went (see `_protocol_rules`)."""
-    return [STUB_COUNTER] + [f"{p.name}_{kind}" for p in protocols() for kind in ("resolver", "connections", "other")]
+    """Every client-side counter: per protocol of the registry, where its packets went and what came back."""
+    per_protocol = [f"{p.name}_{kind}" for p in protocols() for kind in OUT_KINDS + IN_KINDS]
+    return [STUB_COUNTER, ICMP_COUNTER] + per_protocol
 
 
 def forbidden_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
@@ -81,7 +92,25 @@ def _nft(namespace: str, args: list[str], script: str | None = None) -> str:
     return done.stdout
 
 
-def _protocol_rules(p: Protocol, resolver: str) -> list[str]:
+def _reply_rules(p: Protocol, resolver: str, port: int) -> list[str]:
+    """What came back from the resolver's port: connections accepted (SYN-ACK) or refused (RST), and
+    packets that carried data (any datagram; a TCP segment longer than the largest header, 80 bytes).
+    These tell a blocked port from a silent server from one that spoke and was then refused."""
+    rules = []
+    for l4 in p.transports:
+        source = f"ip saddr {resolver} {l4} sport {port}"
+        if l4 == "tcp":
+            rules += [
+                f"{source} tcp flags & (syn | ack) == syn | ack counter name {p.name}_accepted",
+                f"{source} tcp flags & rst == rst counter name {p.name}_refused",
+                f"{source} ip length > 80 counter name {p.name}_answered",
+            ]
+        else:
+            rules += [f"{source} counter name {p.name}_answered"]
+    return rules
+
+
+def _protocol_rules(p: Protocol, resolver: str, port: int) -> list[str]:
     """Counting rules of one protocol: any packet to the resolver on its port; new connections
     (SYN, or any datagram) to the resolver; new connections to any other non-loopback address.
 
@@ -92,30 +121,42 @@ def _protocol_rules(p: Protocol, resolver: str) -> list[str]:
     for l4 in p.transports:
         new = "tcp flags & (syn | ack) == syn " if l4 == "tcp" else ""
         rules += [
-            f"ip daddr {resolver} {l4} dport {p.port} counter name {p.name}_resolver",
-            f"ip daddr {resolver} {l4} dport {p.port} {new}counter name {p.name}_connections",
+            f"ip daddr {resolver} {l4} dport {port} counter name {p.name}_resolver",
+            f"ip daddr {resolver} {l4} dport {port} {new}counter name {p.name}_connections",
             f"ip daddr != 127.0.0.0/8 ip daddr != {resolver} {l4} dport {p.port} {new}counter name {p.name}_other",
         ]
     return rules
 
 
-def reset_client_counters(namespace: str, resolver_address: str) -> None:
-    """(Re)create the counting table in the client namespace, all counters at zero."""
-    resolver = str(ipaddress.IPv4Address(resolver_address))  # validated: it goes into an nft script
-    rules = [f"ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport {DO53.port} counter name {STUB_COUNTER}"]
-    rules += [rule for p in protocols() for rule in _protocol_rules(p, resolver)]
+def reset_client_counters(namespace: str, resolver: Resolver) -> None:
+    """(Re)create the counting table in the client namespace, all counters at zero.
+
+    Traffic to and from the resolver is counted on the ports it serves each protocol on; traffic to
+    other servers on the protocols' standard ports.
+    """
+    address = str(ipaddress.IPv4Address(resolver.address))  # validated: it goes into an nft script
+    out = [f"ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport {DO53.port} counter name {STUB_COUNTER}"]
+    out += [rule for p in protocols() for rule in _protocol_rules(p, address, resolver.port(p))]
+    into = [f"icmp type destination-unreachable counter name {ICMP_COUNTER}"]
+    into += [rule for p in protocols() for rule in _reply_rules(p, address, resolver.port(p))]
     counters = "".join(f"  counter {name} {{ }}\n" for name in client_counter_names())
-    chain = "".join(f"    {rule}\n" for rule in rules)
     script = f"""
 table inet {TABLE}
 delete table inet {TABLE}
 table inet {TABLE} {{
 {counters}  chain out {{
     type filter hook output priority 0; policy accept;
-{chain}  }}
+{_lines(out)}  }}
+  chain in {{
+    type filter hook input priority 0; policy accept;
+{_lines(into)}  }}
 }}
 """
     _nft(namespace, ["-f", "-"], script)
+
+
+def _lines(rules: list[str]) -> str:
+    return "".join(f"    {rule}\n" for rule in rules)
 
 
 def client_counters(namespace: str) -> dict[str, int]:
@@ -138,6 +179,7 @@ class ArmProof:
     reason: str = ""
     required: list[str] = field(default_factory=list)
     forbidden: list[str] = field(default_factory=list)
+    other_transport: bool = False  # queries went another way than the arm's: the visit is invalid, whatever else
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -169,9 +211,8 @@ def judge(
     for name in required:
         if packets.get(name, 0) == 0:
             problems.append(f"no packets counted on {name}")
-    for name in forbidden:
-        if packets.get(name, 0):
-            problems.append(f"{packets[name]} packets counted on {name}")
+    leaked = [name for name in forbidden if packets.get(name, 0)]
+    problems += [f"{packets[name]} packets counted on {name}" for name in leaked]
     return ArmProof(
         protocol=protocol,
         resolver_queries=queries,
@@ -182,4 +223,31 @@ def judge(
         reason="; ".join(problems),
         required=list(required),
         forbidden=list(forbidden),
+        other_transport=bool(off) or bool(leaked),
     )
+
+
+def path_failure(protocol: str, packets: dict[str, int], authentication_failed: bool) -> str | None:
+    """Why the arm's transport failed on the path, from what the client saw: a cause such as
+    "connect-timeout", "reset", "unreachable", "timeout" or "tls-auth"; None when the client never
+    tried the transport (then our own part failed) or nothing observed explains the failure.
+
+    Called only once the transport is known to have failed (docs/visit.md has the decision table).
+    """
+    p = next(q for q in protocols() if q.name == protocol)
+    count = lambda kind: packets.get(f"{protocol}_{kind}", 0)  # noqa: E731
+    if not count("connections"):
+        return None
+    if not count("answered"):
+        if count("refused"):
+            return "reset"
+        if packets.get(ICMP_COUNTER, 0) and not count("accepted"):
+            return "unreachable"
+        if p.carrier == "tcp" and not count("accepted"):
+            return "connect-timeout"
+        return "timeout"  # accepted (or sent over UDP), and not a byte came back
+    if authentication_failed:  # the server spoke TLS, and the client refused what it said
+        return "tls-auth"
+    if count("refused"):
+        return "reset"
+    return None

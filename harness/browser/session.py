@@ -52,10 +52,24 @@ Services.obs.addObserver(observer, "http-on-examine-response");
 return true;
 """
 _READ_ADDRESSES = "return window.__dnsstudyAddresses || [];"
+# Parent process: the values the running browser holds for the named preferences (null: not set anywhere).
+_READ_PREFS = """
+const out = {};
+for (const name of arguments[0]) {
+  const type = Services.prefs.getPrefType(name);
+  out[name] = type == Services.prefs.PREF_BOOL ? Services.prefs.getBoolPref(name)
+            : type == Services.prefs.PREF_INT ? Services.prefs.getIntPref(name)
+            : type == Services.prefs.PREF_STRING ? Services.prefs.getStringPref(name) : null;
+}
+return out;
+"""
+# In TRR-only mode Firefox's error page names the kind of TRR failure (its skip reason, grouped) as the
+# localisation id of #trrOnlyDescription: a fixed identifier, not prose.
 _NAVIGATION = """
 const n = performance.getEntriesByType('navigation')[0];
+const trr = document.documentURI.startsWith('about:neterror') ? document.getElementById('trrOnlyDescription') : null;
 return {uri: document.documentURI, title: document.title,
-        timing: n ? n.toJSON() : null};
+        timing: n ? n.toJSON() : null, trr: trr ? trr.getAttribute('data-l10n-id') : null};
 """
 
 
@@ -74,6 +88,8 @@ class NavigationReport:
     driver_failure: str | None = None  # the driver or browser failed (not the page)
     watchdog_fired: bool = False
     phases: dict[str, float] = field(default_factory=dict)
+    trr_failure: str | None = None  # the error page's TRR-only failure id, e.g. ...-trr-only-timeout
+    prefs: dict = field(default_factory=dict)  # values read back from the running browser
 
 
 class BrowserSession:
@@ -88,12 +104,14 @@ class BrowserSession:
         prefs: dict | None = None,
         timeout: float = 30.0,
         margin: float = 10.0,
+        read_prefs: tuple[str, ...] = (),
     ):
         self.account = account
         self.template = template
         self.namespace = namespace
         self.work_root = work_root
         self.prefs = prefs or {}
+        self.read_prefs = list(read_prefs)  # preferences whose running values the report carries
         self.timeout = timeout
         self.margin = margin
         self._driver_proc: subprocess.Popen | None = None
@@ -265,10 +283,11 @@ class BrowserSession:
         try:
             if report.driver_failure is None:
                 seen = driver.execute_script(_NAVIGATION)
-                report.document_uri = seen["uri"]
+                report.document_uri, report.trr_failure = seen["uri"], seen.get("trr")
                 report.page = _page_info(url, seen)
                 report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
                 report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []
+                report.prefs = self._in_chrome(driver, _READ_PREFS, self.read_prefs) if self.read_prefs else {}
                 events.settle()
         except Exception as exc:
             report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
@@ -280,10 +299,10 @@ class BrowserSession:
         report.phases["collect"] = time.monotonic() - t
 
     @staticmethod
-    def _in_chrome(driver: webdriver.Remote, script: str):
+    def _in_chrome(driver: webdriver.Remote, script: str, *args):
         driver.execute("SET_CONTEXT", {"context": "chrome"})
         try:
-            return driver.execute_script(script)
+            return driver.execute_script(script, *args)
         finally:
             driver.execute("SET_CONTEXT", {"context": "content"})
 

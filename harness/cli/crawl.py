@@ -63,6 +63,14 @@ def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None) 
         f"networks: {', '.join(s.networks)}; configurations ({len(s.configurations)}): "
         + ", ".join(f"{r}/{p}" for r, p in s.configurations)
     )
+    if s.target == "lab":
+        from harness.lab.lab import Lab
+        from harness.study import check_sites
+
+        check_sites(loaded, Lab(lab_config(s.lab_profile or DEFAULT_LAB_PROFILE, None, None)))
+    if s.faults:
+        console.print("lab faults while it runs: " + ", ".join(f"{f.name} at {f.resolver}" for f in s.faults))
+    console.print(f"browser DNS preferences: {s.browser_dns}")
     times = measured_seconds([*measured, store_path or default_store(s.name)])
     console.print(estimate(loaded, times).summary())
 

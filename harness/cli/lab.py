@@ -142,6 +142,56 @@ def lab_check(profile: str, prefix: str | None, subnet: str | None) -> None:
     sys.exit(0 if print_checks(the_lab.run_checks()) else 1)
 
 
+@lab.group("fault")
+def lab_fault() -> None:
+    """Break a lab resolver on purpose (blocked port, silent server, bad certificate), and mend it."""
+
+
+@lab_fault.command("apply")
+@click.argument("name")
+@click.option("--resolver", default="near", show_default=True, help="The lab resolver the fault hits.")
+@lab_options()
+@one_line_errors
+def lab_fault_apply(name: str, resolver: str, profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Apply fault NAME (see `dnsstudy lab fault list`) to a lab resolver."""
+    from harness.lab import faults
+
+    the_lab = lab_from(profile, prefix, subnet)
+    the_lab.require_healthy()
+    try:
+        fault = faults.parse_fault(name, resolver)
+    except ValueError as exc:
+        raise HarnessError(str(exc)) from None
+    faults.apply(the_lab, fault)
+    console.print(f"lab {the_lab.name}: {fault.name} at resolver {resolver}")
+
+
+@lab_fault.command("clear")
+@lab_options()
+@one_line_errors
+def lab_fault_clear(profile: str, prefix: str | None, subnet: str | None) -> None:
+    """Undo every fault applied to the lab."""
+    from harness.lab import faults
+
+    the_lab = lab_from(profile, prefix, subnet)
+    the_lab.require_up()
+    cleared = faults.clear(the_lab)
+    console.print(f"lab {the_lab.name}: cleared {', '.join(f'{f.name}@{f.resolver}' for f in cleared) or 'nothing'}")
+
+
+@lab_fault.command("list")
+@lab_options()
+@one_line_errors
+def lab_fault_list(profile: str, prefix: str | None, subnet: str | None) -> None:
+    """The faults there are, and those applied to the lab now."""
+    from harness.lab import faults
+
+    the_lab = lab_from(profile, prefix, subnet)
+    now = faults.applied(the_lab) if the_lab.state_file.exists() else []
+    console.print("faults: " + ", ".join(faults.fault_names()))
+    console.print("applied: " + (", ".join(f"{f.name}@{f.resolver}" for f in now) or "none"))
+
+
 @lab.command("purge-cache")
 @one_line_errors
 def lab_purge_cache() -> None:

@@ -24,7 +24,7 @@ from harness import netns
 from harness.arms.base import ClientSide, Resolver
 from harness.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.errors import HarnessError, require_program, require_root
-from harness.lab import topology, upstream
+from harness.lab import faults, topology, upstream
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig, RecursiveResolver
@@ -128,6 +128,19 @@ class Lab(Place):
 
     def describe(self) -> dict[str, str]:
         return {"place": f"{self.kind}:{self.name}", "lab_profile": str(self.config.source)}
+
+    def served_sites(self) -> set[str]:
+        """The sites of the lab profile's list, all of which the synthetic web serves."""
+        settings = self.config.settings.web
+        return {site.domain for site in load_site_list(project_path(settings.sites), settings.top)}
+
+    def apply_faults(self, pairs: list[tuple[str, str]]) -> None:
+        """Apply (fault name, resolver) pairs (see harness/lab/faults.py)."""
+        for name, resolver in pairs:
+            faults.apply(self, faults.parse_fault(name, resolver))
+
+    def clear_faults(self) -> None:
+        faults.clear(self)
 
     def web(self) -> SyntheticWeb:
         """The synthetic web this lab's profile describes (built in memory, not cached)."""
@@ -360,6 +373,7 @@ class Lab(Place):
             addr = cfg.addresses.resolver(i)
             cert = run / "certs" / f"resolver-{r.name}.pem"
             cert.write_bytes(tls.ca.issue([resolver_tls_name(r.name)], [addr], tls.resolver_key))
+            faults.write_certificates(run / "certs", tls.ca, tls.resolver_key, r.name, addr)
             conf = run / f"resolver-{r.name}.conf"
             conf.write_text(resolver_config(cfg, i, r, run, cert, tls.resolver_key_file, run / "local-data.conf"))
             daemons.append(
@@ -416,7 +430,7 @@ class Lab(Place):
         hang = self.config.addresses.hang
         tarpit = self._daemon(
             "tarpit",
-            [sys.executable, "-m", "harness.lab.tarpit", hang],
+            [sys.executable, "-I", str(Path(__file__).resolve().with_name("tarpit.py")), hang],
             [f"{hang}:{p}" for p in ("80", "443", "853", "53/udp")],
         )
         return [tarpit], [(hang, 443)]
@@ -426,7 +440,21 @@ class Lab(Place):
         for d in daemons:
             d.start()
         self._save(daemons)
-        # Wait for every port, but give up at once if a daemon died.
+        self._wait_for(daemons, endpoints, wait)
+
+    def restart(self, names: set[str], wait: float = 10.0) -> None:
+        """Restart the named daemons (a lab fault changed their certificate) and wait for their TCP ports."""
+        daemons = self._load_daemons()
+        chosen = [d for d in daemons if d.name in names]
+        stop_all(chosen)
+        for d in chosen:
+            d.start()
+        self._save(daemons)
+        tcp = [a.rpartition(":") for d in chosen for a in d.addresses if not a.endswith("/udp")]
+        self._wait_for(chosen, [(host, int(port)) for host, _, port in tcp], wait)
+
+    def _wait_for(self, daemons: list[Daemon], endpoints: list[_Endpoint], wait: float) -> None:
+        """Wait up to `wait` s for every endpoint to accept, but give up at once if a daemon died."""
         deadline = time.monotonic() + wait
         missing = endpoints
         while True:
@@ -471,7 +499,8 @@ class Lab(Place):
         env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
         proc = subprocess.run(
             netns.command(
-                self.config.namespaces["client"], [sys.executable, "-m", "harness.lab.checks", str(spec_path)]
+                self.config.namespaces["client"],
+                [sys.executable, "-I", str(Path(__file__).resolve().with_name("checks.py")), str(spec_path)],
             ),
             capture_output=True,
             text=True,
