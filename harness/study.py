@@ -190,14 +190,15 @@ class Study(BaseModel):
             raise ValueError(f"no such file: {value}")
         return value
 
-    @model_validator(mode="after")
-    def _faults_at_lab_resolvers(self) -> Study:
-        if self.faults and self.target != "lab":
-            raise ValueError("faults: only a lab study applies lab faults")
-        for fault in self.faults:
-            if fault.resolver not in self.resolvers:
-                raise ValueError(f"faults: resolver '{fault.resolver}' is not one of the study's resolvers")
-        return self
+    @field_validator("faults")
+    @classmethod
+    def _faults_at_lab_resolvers(cls, value: list[LabFault], info: ValidationInfo) -> list[LabFault]:
+        if value and info.data.get("target") != "lab":
+            raise ValueError("only a lab study applies lab faults")
+        for fault in value:
+            if fault.resolver not in info.data.get("resolvers", []):
+                raise ValueError(f"resolver '{fault.resolver}' is not one of the study's resolvers")
+        return value
 
     @field_validator("resolvers")
     @classmethod

@@ -98,8 +98,28 @@ def test_every_quiet_pref_has_a_reason_and_renders():
     assert len(prefs.pref) > 30
     assert all(p.reason.strip() for p in prefs.pref)
     text = user_js(prefs.as_dict())
-    assert 'user_pref("network.dns.disablePrefetch", true);' in text
     assert 'user_pref("security.OCSP.enabled", 0);' in text
+    assert not any(p.name.startswith(("network.trr.", "network.dns")) for p in prefs.pref)  # the DNS profile's
+
+
+@pytest.mark.parametrize("path", ["profiles/firefox/dns-current.toml", "profiles/firefox/dns-2019.toml"])
+def test_the_dns_profiles_pin_the_same_preferences_each_with_its_source(path):
+    """Both eras name the same preferences, so a study that switches profiles changes values, never coverage."""
+    prefs = load_prefs(path)
+    names = {p.name for p in prefs.pref}
+    assert names == {p.name for p in load_prefs("profiles/firefox/dns-current.toml").pref}
+    assert {"network.trr.request_timeout_ms", "network.trr.request_timeout_mode_trronly_ms"} <= names
+    assert all(len(p.reason) > 20 for p in prefs.pref)
+    resolver_prefs = {"network.trr.mode", "network.trr.uri", "network.trr.custom_uri", "network.trr.bootstrapAddr"}
+    assert not names & resolver_prefs  # the arm names the resolver
+
+
+def test_the_2019_profile_times_trr_out_as_the_2019_browser_did():
+    """Firefox 67-69 gave up on a TRR lookup after 1.5 s in every mode; current Firefox waits 30 s in mode 3."""
+    old = load_prefs("profiles/firefox/dns-2019.toml").as_dict()
+    new = load_prefs("profiles/firefox/dns-current.toml").as_dict()
+    assert old["network.trr.request_timeout_mode_trronly_ms"] == old["network.trr.request_timeout_ms"] == 1500
+    assert new["network.trr.request_timeout_mode_trronly_ms"] == 30000
 
 
 def test_pref_file_errors_name_file_and_line(tmp_path):

@@ -250,3 +250,41 @@ def test_the_demo_brings_up_a_lab_crawls_analyses_and_leaves_nothing(private_lab
     ).exists()
     assert_store_matches_plan(study, results / "store.sqlite")
     assert not netns.exists(f"{prefix}-client") and not demo_lab.run_dir.exists()
+
+
+def test_a_study_s_lab_fault_is_counted_against_its_protocol_in_the_tables(lab, tmp_path):
+    """`[[faults]]` drop:dot for the whole crawl: DoT visits are counted DNS Errors naming the cause, DoH is
+    untouched, the timer's DoT queries fail and are shown as such, and the lab is mended when the crawl ends."""
+    from analysis.results import load
+    from analysis.settings import load_settings
+    from analysis.tables import outcome_table, timer_failures
+    from harness.lab import faults
+
+    study = study_file(
+        tmp_path,
+        name="faulttest",
+        seed=4,
+        changes={
+            'networks = ["wired", "4g"]': 'networks = ["wired"]',
+            'resolvers = ["near", "far"]': 'resolvers = ["near"]',
+            'protocols = ["do53", "doh"]': 'protocols = ["dot", "doh"]',
+            "page_load_timeout_s = 30": "page_load_timeout_s = 15",
+            # Every DoT query of the timer waits out its timeout: keep it short, and several in flight.
+            "[link_check]": '[timer]\ntimeout_ms = 1000\nconcurrency = 8\n\n[[faults]]\nname = "drop:dot"\n'
+            'resolver = "near"\n\n[link_check]',
+        },
+    )
+    store = tmp_path / "run" / "store.sqlite"
+    done = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr
+    assert faults.applied(lab) == []  # cleared when the crawl ended
+    db = sqlite3.connect(store)
+    rows = db.execute("SELECT protocol, error_class, detail FROM visits ORDER BY protocol").fetchall()
+    assert rows == [("doh", "Successful", "")] * 2 + [("dot", "DNS Error", "dot:connect-timeout")] * 2
+    results = load(store)
+    settings = load_settings()
+    table = outcome_table(results.visits, "strict", settings).set_index("protocol")
+    assert table.loc["DoT", "DNS Error %"] == 100.0 and table.loc["DoT", "visits"] == 2
+    assert table.loc["DoH", "Successful %"] == 100.0
+    timer = timer_failures(results.timings, settings).set_index("protocol")
+    assert timer.loc["DoT", "failed %"] == 100.0 and timer.loc["DoH", "failed %"] == 0.0

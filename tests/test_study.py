@@ -103,6 +103,18 @@ def test_a_study_resolves_its_selections(tmp_path):
             ("[sites]\n", '[sites]\ntranco_id = "X5Y7N"\n'),
             r"mini.toml:\d+: sites: give exactly one of 'list' \(a file\) and 'tranco_id'$",
         ),
+        (
+            ("every = 5\n", 'every = 5\n[[faults]]\nname = "melt:dot"\nresolver = "near"\n'),
+            r"mini.toml:\d+: faults.0.name: .*unknown lab fault 'melt:dot' \(have: drop:dot, ",
+        ),
+        (
+            ("every = 5\n", 'every = 5\n[[faults]]\nname = "drop:dot"\nresolver = "elsewhere"\n'),
+            r"mini.toml:\d+: faults: .*resolver 'elsewhere' is not one of the study's resolvers",
+        ),
+        (
+            ("seed = 7\n", 'seed = 7\nbrowser_dns = "profiles/firefox/dns-1999.toml"\n'),
+            r"mini.toml:\d+: browser_dns: .*no such file: profiles/firefox/dns-1999.toml",
+        ),
     ],
 )
 def test_a_study_with_a_mistake_gets_one_line_naming_file_line_and_key(tmp_path, change, message):
@@ -202,3 +214,44 @@ def test_the_stub_idle_timeout_is_a_study_option_that_reaches_the_dot_arm(tmp_pa
     client = ClientSide("x-client", P("/run/dnsstudy/x"), P("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
     arm = make_arm("dot", resolver, client, idle_timeout_ms=loaded.study.arms.stub_idle_timeout_ms)
     assert "idle_timeout: 2500" in arm.config() and arm.describe()["idle_timeout_ms"] == 2500  # type: ignore[attr-defined]
+
+
+def test_a_lab_study_naming_a_site_the_lab_does_not_serve_is_refused_in_one_line(tmp_path):
+    """The lab would answer NXDOMAIN for it: a DNS error that says nothing about the protocol."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from harness.lab.config import load_lab_config
+    from harness.lab.lab import Lab
+    from harness.study import check_sites
+
+    served = load_site_list(PROJECT_ROOT / "tranco" / "paper-2019-sites.txt", 1000)
+    listing = tmp_path / "mixed.csv"
+    foreign = ["not-in-the-lab.example", "nor-this.example"]
+    domains = [served[0].domain, *foreign, served[1].domain, served[2].domain]
+    listing.write_text("".join(f"{i},{d}\n" for i, d in enumerate(domains, 1)))
+    text = GOOD.replace("{list}", str(listing)).replace("ranks = [99001, 99010]\nevery = 5", "ranks = [5, 5]")
+    path = tmp_path / "foreign.toml"
+    path.write_text(text)
+    loaded = load_study(str(path))
+    with pytest.raises(HarnessError) as error:
+        check_sites(loaded, Lab(load_lab_config()))
+    message = str(error.value)
+    assert "\n" not in message and "does not serve 2 of the study's 5 sites" in message
+    assert all(name in message for name in foreign) and message.startswith(f"{path}:")
+    check_sites(load_study(str(write_study(tmp_path, GOOD))), Lab(load_lab_config()))  # the lab's own sites pass
+    refused = CliRunner().invoke(main, ["study", "check", str(path)])
+    assert refused.exit_code == 2 and "not-in-the-lab.example" in refused.output
+
+
+def test_the_browsers_dns_profile_and_lab_faults_are_study_keys(tmp_path):
+    text = GOOD.replace("seed = 7\n", 'seed = 7\nbrowser_dns = "profiles/firefox/dns-2019.toml"\n')
+    text += '[[faults]]\nname = "drop:dot"\nresolver = "far"\n'
+    study = load_study(str(write_study(tmp_path, text))).study
+    assert study.browser_dns == "profiles/firefox/dns-2019.toml"
+    assert [(f.name, f.resolver) for f in study.faults] == [("drop:dot", "far")]
+    plain = load_study(str(write_study(tmp_path, GOOD, "plain.toml"))).study
+    assert plain.browser_dns == "profiles/firefox/dns-current.toml" and plain.faults == []
+    internet = text.replace('target = "lab"', 'target = "internet"').replace('["near", "far"]', '["cloudflare"]')
+    with pytest.raises(HarnessError, match=r"net.toml:\d+: faults: .*only a lab study applies lab faults"):
+        load_study(str(write_study(tmp_path, internet, "net.toml")))

@@ -205,3 +205,18 @@ def test_the_visitor_gives_its_dot_arms_the_study_s_stub_idle_timeout(lab, tmp_p
     visitor = Visitor(lab, tmp_path, stub_idle_timeout_ms=2500)
     arm = visitor.arm("dot", "near")
     assert arm.idle_timeout_ms == 2500 and arm.describe()["idle_timeout_ms"] == 2500
+
+
+@pytest.mark.parametrize("profile", ["profiles/firefox/dns-current.toml", "profiles/firefox/dns-2019.toml"])
+def test_every_visit_records_the_dns_preferences_the_running_browser_holds(lab, tmp_path, profile):
+    """The study's DNS profile reaches the browser: the values read back from its preference service
+    (what about:config shows) equal the profile's, and a DoH visit loads with them."""
+    from harness.browser.prefs import load_prefs
+
+    chosen = Visitor(lab, tmp_path, timeout=30.0, margin=10.0, browser_dns=profile)
+    result = chosen.visit_once(PAGE, "doh", "near")
+    assert result.error_class == "Successful", result.detail
+    wanted = load_prefs(profile).as_dict()
+    record = result.browser_dns
+    assert record["profile"] == profile and record["differs"] == []
+    assert record["values"] == wanted  # every name read back, none missing, none different

@@ -25,12 +25,12 @@ class DohArm(DnsArm):
             "network.trr.custom_uri": uri,
             "network.trr.bootstrapAddr": self.resolver.address,  # no Do53 lookup of the DoH host
             "network.trr.allow-rfc1918": True,  # lab answers are private addresses
-            "network.trr.confirmationNS": "skip",  # no confirmation query before use
+            # No confirmation query before use: the proof must see the page's queries only (the
+            # study's DNS profile says the same; here it cannot be undone by a profile).
+            "network.trr.confirmationNS": "skip",
             "network.trr.excluded-domains": "",
             "network.trr.builtin-excluded-domains": "",
-            "network.trr.useGET": False,  # POST, as the reference study's Firefox did
-            "network.trr.disable-ECS": True,
-        }
+        }  # how requests look (GET or POST, ECS, padding, timeouts): the study's DNS profile, harness/browser/prefs.py
 
     def authentication_failed(self, trr_failure: str | None) -> bool:
         """The browser's error page says it could not connect to the TRR server (see COULD_NOT_CONNECT)."""

@@ -11,6 +11,8 @@ from harness.paths import project_path
 from harness.profile import load_profile
 
 QUIET_OFFLINE = "profiles/firefox/quiet-offline.toml"
+#: The browser's DNS behaviour a study pins when it names none: current Firefox's defaults.
+DNS_CURRENT = "profiles/firefox/dns-current.toml"
 
 PrefValue = bool | int | str
 
