@@ -7,19 +7,24 @@ Timing bounds are loose (shared, noisy machines); the benchmark
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
+from itertools import pairwise
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from harness import netns
 from harness.bench import Handshake, LossSweep, Repeat, handshake, loss_sweep, repeat
-from harness.capture import capture, do53_wire_us
+from harness.capture import capture, do53_wire_us, is_marker
 from harness.protocols import timer_protocols
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.timer import BIN, TimerSettings, Timing, time_names
+from harness.timer import BIN, TimerSettings, Timing, time_names, timer_argv
 
 PROTOCOLS = timer_protocols()
 
@@ -296,3 +301,101 @@ def test_bench_repeat_reports_mean_and_rsd_per_resolver_and_protocol(lab, tmp_pa
     assert len(result.timings) == 4 * 11
     raw, table = result.save(tmp_path)
     assert len(raw.read_text().splitlines()) == 44 and "rsd_percent" in table.read_text()
+
+
+def _raw_records(lab, protocol: str, resolver, names: list[str], settings: TimerSettings) -> list[dict]:
+    """The timer's own JSON records, in input order, with what the harness leaves out (local_port)."""
+    client = lab.client_side()
+    argv = netns.command(client.namespace, timer_argv(protocol, resolver, client.ca_file, settings))
+    proc = subprocess.run(argv, input="".join(f"{n}\n" for n in names), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return sorted((json.loads(line) for line in proc.stdout.splitlines()), key=lambda r: r["index"])
+
+
+_PACKET = re.compile(r"^(\d+\.\d+) .*IP6? \S+\.(\d+) > \S+\.(\d+): (.*)$")
+
+
+def _packets(pcap: Path) -> list[tuple[float, int, int, str]]:
+    """(time, source port, destination port, the rest of tcpdump's line) for every packet but the markers."""
+    out = subprocess.run(["tcpdump", "-r", str(pcap), "-n", "-tt"], capture_output=True, text=True, check=True)
+    found = []
+    for line in out.stdout.splitlines():
+        if not is_marker(line) and (m := _PACKET.match(line)):
+            found.append((float(m[1]), int(m[2]), int(m[3]), m[4]))
+    return found
+
+
+def _server_port(protocol: str, resolver) -> int:
+    return {
+        "dot": 853,
+        "doh": urlsplit(resolver.doh_uri).port or 443,
+        "doq": resolver.doq_port,
+        "doh3": urlsplit(resolver.doh3_uri or "").port or 443,
+    }[protocol]
+
+
+@pytest.mark.parametrize("reuse", [True, False], ids=["reuse", "no-reuse"])
+@pytest.mark.parametrize("protocol", ["dot", "doh", "doq", "doh3"])
+def test_with_concurrency_each_new_connection_is_credited_to_the_query_that_opened_it(lab, tmp_path, protocol, reuse):
+    """Eight in flight at far (every query a 40 ms miss), checked against the connections on the wire.
+
+    Every connection the capture shows (a SYN, or a QUIC client's first datagram, from a port of
+    its own) is credited to exactly one query, by its client port (`local_port`); that query was
+    in flight when the connection started; no other query claims a connection.
+    """
+    far = lab.resolver("far")
+    names = [f"c{i}.lab.test" for i in range(16)]
+    port = _server_port(protocol, far)
+    if protocol in ("dot", "doh"):
+        bpf = ["tcp", "dst", "port", str(port), "and", "tcp[tcpflags]", "&", "tcp-syn", "!=", "0"]
+    else:
+        bpf = ["udp", "dst", "port", str(port)]
+    settings = TimerSettings(concurrency=8, interval_ms=5, reuse=reuse)
+    with capture(lab.config.namespaces["client"], tmp_path / "conns.pcap", bpf) as pcap:
+        records = _raw_records(lab, protocol, far, names, settings)
+    opened_at: dict[int, float] = {}  # client port -> its connection's first packet
+    for t, sport, _, _ in _packets(pcap):
+        opened_at.setdefault(sport, t)
+    assert all(r["status"] == "ok" and r["concurrency"] == 8 for r in records), records
+    spans = sorted((r["start"], r["start"] + r["duration_us"] / 1e6) for r in records)
+    assert any(b[0] < a[1] for a, b in pairwise(spans)), "no two queries were in flight at once"
+
+    credited = [r for r in records if r["new_connection"]]
+    assert sorted(r["local_port"] for r in credited) == sorted(opened_at)  # one query per real connection
+    for r in credited:
+        assert r["start"] - 0.001 <= opened_at[r["local_port"]] <= r["start"] + r["duration_us"] / 1e6, r
+        assert r["tls_setup_us"] is not None and r["tls_setup_us"] > 0
+    assert all(r["local_port"] is None and r["tls_setup_us"] is None for r in records if not r["new_connection"])
+    if reuse:
+        assert [r["index"] for r in credited] == [0]  # the others waited for it or shared it
+    else:
+        assert len(credited) == len(names)
+
+
+def test_with_concurrency_a_tcp_retry_is_credited_to_the_truncated_query(lab, tmp_path):
+    """Do53 at far, four in flight: the big TXT answer comes truncated and getdns retries it over TCP.
+
+    getdns opens that connection from its event loop, while other queries are in flight; some of
+    them end before the retry does. Crediting by time window handed the connection to the first
+    of those to end. The capture names the query the connection carried.
+    """
+    from harness.lab.zones import BIG_NAME
+
+    names = [f"{BIG_NAME} TXT"] + [f"t{i}.lab.test" for i in range(8)]
+    with capture(lab.config.namespaces["client"], tmp_path / "tcp.pcap", ["tcp", "port", "53"]) as pcap:
+        records = _raw_records(lab, "do53", lab.resolver("far"), names, TimerSettings(concurrency=4, interval_ms=10))
+    assert all(r["status"] == "ok" for r in records), records
+    packets = _packets(pcap)
+    syn_ports = {sport for _, sport, dport, rest in packets if dport == 53 and rest.startswith("Flags [S],")}
+    asked = {
+        (sport, m[1]) for _, sport, dport, rest in packets if dport == 53 and (m := re.search(r" TXT\? (\S+)\. ", rest))
+    }
+    assert len(syn_ports) == 1, packets
+    (port,) = syn_ports
+    assert asked == {(port, BIG_NAME)}
+    big, *rest = records
+    assert big["transport"] == "tcp" and big["new_connection"] and big["local_port"] == port
+    assert [r["index"] for r in rest if r["new_connection"]] == []
+    spans = [(r["start"], r["start"] + r["duration_us"] / 1e6) for r in records]
+    tcp_start = min(t for t, sport, _, _ in packets if sport == port)
+    assert any(s < tcp_start < e for s, e in spans[1:]), "no other query was in flight when the retry began"

@@ -1,9 +1,14 @@
-"""The timer wrapper's logic: records, command lines, HAR hostnames, bench settings. No network."""
+"""The timer wrapper's logic (records, command lines, HAR hostnames, bench settings), and the timer programs' own
+refusals, input handling and clean-up, against a local socket. No lab."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
+import resource
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,7 @@ from harness.arms.base import Resolver
 from harness.bench import load_bench_profile, with_loss
 from harness.errors import HarnessError
 from harness.shaping.profile import load_link_profile
-from harness.timer import TimerSettings, Timing, hostnames_from_hars, shuffled, timer_argv
+from harness.timer import BIN, TimerSettings, Timing, hostnames_from_hars, shuffled, timer_argv
 
 LAB = Resolver(
     name="near",
@@ -178,3 +183,177 @@ def test_loss_is_added_to_both_directions_and_nothing_else_changes():
     assert lossy.uplink.loss_percent == lossy.downlink.loss_percent == 15
     assert lossy.uplink.delay_ms == base.uplink.delay_ms and lossy.downlink.rate_mbit == base.downlink.rate_mbit
     assert "loss15" in lossy.name
+
+
+# --- The timer programs themselves, without a lab: refusals, the input, getdns contexts. ---
+# They need the built programs (scripts/setup.sh); each query goes to a UDP socket of the
+# test's own that never answers, so it ends as a timeout.
+
+PROGRAMS = ["dnstimer", "quictimer"]
+
+
+def _program(name: str) -> str:
+    path = BIN / name
+    assert path.exists(), f"{path} is missing: run 'bash scripts/setup.sh'"
+    return str(path)
+
+
+@pytest.fixture
+def sink():
+    """A local UDP port where nothing answers: every query sent there times out."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
+def _argv(program: str, port: int, *extra: str) -> list[str]:
+    argv = [_program(program), "--server", "127.0.0.1", "--port", str(port)]
+    if program == "dnstimer":
+        return argv + ["--protocol", "do53", *extra]
+    return argv + ["--protocol", "doq", "--tls-name", "x.test", *extra]
+
+
+def _records(stdout: str) -> list[dict]:
+    return sorted((json.loads(line) for line in stdout.splitlines()), key=lambda r: r["index"])
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--port", "4294967376"),  # was 80 in dnstimer, after an (int) cast
+        ("--port", "70000"),
+        ("--port", "0"),
+        ("--port", "-1"),
+        ("--port", "99999999999999999999"),
+        ("--port", "http"),
+        ("--concurrency", "4294967297"),  # was 1 in dnstimer
+        ("--concurrency", "65536"),
+        ("--concurrency", "0"),
+        ("--concurrency", "-8"),
+        ("--timeout-ms", "9223372036854775807"),
+        ("--interval-ms", "nan"),
+    ],
+)
+def test_out_of_range_numbers_are_refused_in_one_line(program, option, value, sink):
+    proc = subprocess.run(_argv(program, sink, option, value), input="", capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"{program}: ") and option.lstrip("-") in proc.stderr and value in proc.stderr
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_the_largest_port_and_concurrency_are_accepted(program, sink):
+    proc = subprocess.run(
+        _argv(program, sink, "--concurrency", "65535"), input="", capture_output=True, text=True, timeout=10
+    )
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == ""
+    proc = subprocess.run(
+        [*_argv(program, sink, "--timeout-ms", "200"), "--port", "65535"],
+        input="a.lab.test\n",
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert proc.returncode == 0 and [r["status"] for r in _records(proc.stdout)] == ["timeout"]
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_refusal_quoting_a_newline_stays_one_line(program):
+    proc = subprocess.run(
+        [_program(program), "--protocol", "do\n53"], input="", capture_output=True, text=True, timeout=10
+    )
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1
+    assert lines[0].startswith(f"{program}: unknown protocol 'do\\x0a53'")
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_a_line_over_64_kib_is_an_invalid_record_and_reading_goes_on(program, sink):
+    lines = [
+        "a.lab.test",
+        "x" * 70_000 + " AAAA",  # over 64 KiB: refused as a line
+        "y" * 65_536,  # exactly 64 KiB: read, and refused as a name
+        "",
+        "b.lab.test TXT",
+    ]
+    proc = subprocess.run(
+        _argv(program, sink, "--timeout-ms", "300", "--concurrency", "4"),
+        input="\n".join(lines),  # the last line without its newline
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = _records(proc.stdout)
+    assert [r["index"] for r in records] == [0, 1, 2, 3]
+    assert [r["status"] for r in records] == ["timeout", "invalid", "invalid", "timeout"]
+    assert records[1]["error"] == "line longer than 65536 octets" and records[1]["duration_us"] is None
+    assert records[2]["error"] == "name longer than 253 octets"
+    assert records[1]["name"] == "x" * 255 and records[2]["name"] == "y" * 255  # a record keeps 255 octets of a name
+    assert (records[0]["name"], records[3]["name"], records[3]["type"]) == ("a.lab.test", "b.lab.test", "TXT")
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_unreadable_names_end_the_run_with_a_one_line_reason(program, sink, tmp_path):
+    proc = subprocess.run(_argv(program, sink, str(tmp_path)), capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1 and "cannot read the names" in proc.stderr
+    assert "directory" in proc.stderr.lower()
+
+
+COUNT_CONTEXTS = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+static long created, destroyed;
+int getdns_context_create(void **ctx, int set_from_os)
+{
+    int (*real)(void **, int) = (int (*)(void **, int))dlsym(RTLD_NEXT, "getdns_context_create");
+    int r = real(ctx, set_from_os);
+    created += r == 0;
+    return r;
+}
+void getdns_context_destroy(void *ctx)
+{
+    void (*real)(void *) = (void (*)(void *))dlsym(RTLD_NEXT, "getdns_context_destroy");
+    destroyed += ctx != NULL;
+    real(ctx);
+}
+__attribute__((destructor)) static void report(void)
+{
+    fprintf(stderr, "getdns contexts: %ld created, %ld destroyed\n", created, destroyed);
+}
+"""
+
+
+def test_without_reuse_every_getdns_context_is_destroyed_past_1024_in_flight(sink, tmp_path):
+    """1,500 queries in flight, each with a context of its own, all timing out together.
+
+    Before: a fixed list of 1,024 spent contexts, so the rest leaked; and destroying one
+    wiped the event loop all contexts share, so the others never finished (exit 3).
+    """
+    (tmp_path / "count.c").write_text(COUNT_CONTEXTS)
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(tmp_path / "count.so"), str(tmp_path / "count.c"), "-ldl"], check=True
+    )
+
+    def enough_fds() -> None:  # a UDP socket per query in flight
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+
+    n = 1500
+    proc = subprocess.run(
+        _argv("dnstimer", sink, "--no-reuse", "--concurrency", str(n), "--timeout-ms", "100"),
+        input="".join(f"n{i}.lab.test\n" for i in range(n)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "LD_PRELOAD": str(tmp_path / "count.so")},
+        preexec_fn=enough_fds,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = _records(proc.stdout)
+    assert len(records) == n and {r["status"] for r in records} == {"timeout"}
+    assert proc.stderr.splitlines() == [f"getdns contexts: {n + 1} created, {n + 1} destroyed"]  # + the shared one

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +55,7 @@ type record struct {
 	NewConnection bool    `json:"new_connection"`
 	TCPSetupUS    *int64  `json:"tcp_setup_us"`
 	TLSSetupUS    *int64  `json:"tls_setup_us"`
+	LocalPort     *int    `json:"local_port"`
 	Rcode         *int    `json:"rcode"`
 	Answers       *int    `json:"answers"`
 	Status        string  `json:"status"`
@@ -68,11 +70,34 @@ type record struct {
 	Reuse         bool    `json:"reuse"`
 }
 
+const usageLine = "usage: quictimer --protocol doq|doh3 --server IP --tls-name NAME [--port N] [--url URL] " +
+	"[--ca-file FILE] [--resolver LABEL] [--timeout-ms N] [--idle-timeout-ms N] [--concurrency N] " +
+	"[--interval-ms X] [--reuse=false] [--duration-s X] [NAMES_FILE]"
+
+const (
+	maxConcurrency = 65535    // as dnstimer
+	maxMS          = 86400000 // --timeout-ms, --idle-timeout-ms, --interval-ms: a day at most
+	maxDurationS   = 31536000 // --duration-s: a year at most
+	maxLine        = 65536    // octets in a line of names; a longer one is refused as a record
+)
+
+// say writes one line on stderr, control characters escaped, whatever it quotes.
+func say(format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	var b strings.Builder
+	for _, r := range text {
+		if r < 0x20 || r == 0x7f {
+			fmt.Fprintf(&b, "\\x%02x", r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "quictimer: %s\n", b.String())
+}
+
+// usage refuses the command line in one line and exits with status 2.
 func usage(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "quictimer: "+format+"\n", args...)
-	fmt.Fprintln(os.Stderr, "usage: quictimer --protocol doq|doh3 --server IP --tls-name NAME [--port N] [--url URL] "+
-		"[--ca-file FILE] [--resolver LABEL] [--timeout-ms N] [--idle-timeout-ms N] [--concurrency N] "+
-		"[--interval-ms X] [--reuse=false] [--duration-s X] [NAMES_FILE]")
+	say(format, args...)
 	os.Exit(2)
 }
 
@@ -104,9 +129,10 @@ func nameProblem(name string) string {
 
 // connection is the one QUIC connection queries share (when reusing).
 type connection struct {
-	mu   sync.Mutex
-	conn *quic.Conn
-	h3   *http3.ClientConn
+	mu      sync.Mutex // guards the fields; never held while dialling
+	conn    *quic.Conn
+	h3      *http3.ClientConn
+	dialing chan struct{} // closed when the dial in progress ends; nil if none is
 }
 
 type timer struct {
@@ -125,29 +151,51 @@ func (t *timer) dial(ctx context.Context) (*quic.Conn, time.Duration, error) {
 	return conn, time.Since(start), err
 }
 
-// get returns a live connection, dialling one if needed; the handshake time
-// is returned only to the query that dialled.
+// get returns a live connection, dialling one if there is none. A query that
+// finds a dial in progress waits for it (or for its own deadline) without
+// holding the lock, then looks again: it uses the new connection, or dials
+// itself if that dial failed. The handshake time is returned only to the
+// query that dialled.
 func (t *timer) get(ctx context.Context, c *connection) (*quic.Conn, *http3.ClientConn, *time.Duration, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn != nil {
-		select {
-		case <-c.conn.Context().Done(): // closed, e.g. idle for longer than the idle timeout
-			c.conn = nil
-		default:
-			return c.conn, c.h3, nil, nil
+	for {
+		c.mu.Lock()
+		if c.conn != nil {
+			select {
+			case <-c.conn.Context().Done(): // closed, e.g. idle for longer than the idle timeout
+				c.conn, c.h3 = nil, nil
+			default:
+				conn, h3 := c.conn, c.h3
+				c.mu.Unlock()
+				return conn, h3, nil, nil
+			}
 		}
+		if wait := c.dialing; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, nil, nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.dialing = done
+		c.mu.Unlock()
+
+		conn, took, err := t.dial(ctx)
+		var h3 *http3.ClientConn
+		if err == nil && t.opt.protocol == "doh3" {
+			h3 = (&http3.Transport{}).NewClientConn(conn)
+		}
+		c.mu.Lock()
+		c.dialing = nil
+		if err == nil {
+			c.conn, c.h3 = conn, h3
+		}
+		c.mu.Unlock()
+		close(done)
+		return conn, h3, &took, err
 	}
-	conn, took, err := t.dial(ctx)
-	if err != nil {
-		return nil, nil, &took, err
-	}
-	c.conn = conn
-	c.h3 = nil
-	if t.opt.protocol == "doh3" {
-		c.h3 = (&http3.Transport{}).NewClientConn(conn)
-	}
-	return c.conn, c.h3, &took, nil
 }
 
 func (t *timer) exchange(ctx context.Context, r *record, msg *dns.Msg) error {
@@ -166,6 +214,9 @@ func (t *timer) exchange(ctx context.Context, r *record, msg *dns.Msg) error {
 		if err == nil {
 			us := handshake.Microseconds()
 			r.TLSSetupUS = &us
+			if local, ok := conn.LocalAddr().(*net.UDPAddr); ok {
+				r.LocalPort = &local.Port
+			}
 		}
 	}
 	if err != nil {
@@ -235,7 +286,7 @@ func doh3Exchange(ctx context.Context, conn *http3.ClientConn, url string, wire 
 	return io.ReadAll(io.LimitReader(resp.Body, 65536))
 }
 
-func (t *timer) run(index int, name, qtype string) {
+func (t *timer) run(index int, name, qtype, problem string) {
 	transport := map[string]string{"doq": "quic", "doh3": "h3"}[t.opt.protocol]
 	r := &record{Index: index, Name: name, Type: qtype, Protocol: t.opt.protocol, Resolver: t.opt.resolver,
 		Server: t.opt.server, Concurrency: t.opt.concurrency, IntervalMS: t.opt.intervalMS,
@@ -243,7 +294,9 @@ func (t *timer) run(index int, name, qtype string) {
 		Library: "quic-go", Reuse: t.opt.reuse}
 	now := time.Now()
 	r.Start = float64(now.UnixNano()) / 1e9
-	problem := nameProblem(name)
+	if problem == "" {
+		problem = nameProblem(name)
+	}
 	code, known := dns.StringToType[strings.ToUpper(qtype)]
 	if problem == "" && !known {
 		problem = "unknown query type"
@@ -289,24 +342,46 @@ func (t *timer) emit(r *record) {
 	t.out.Encode(r)
 }
 
-func parseArgs() options {
+func parseArgs() (options, []string) {
 	var o options
-	var timeoutMS, idleMS int64
-	flag.StringVar(&o.protocol, "protocol", "", "doq or doh3")
-	flag.StringVar(&o.server, "server", "", "resolver IP address")
-	flag.IntVar(&o.port, "port", 0, "port (default 853 for doq, 443 or the URL's for doh3)")
-	flag.StringVar(&o.tlsName, "tls-name", "", "name the resolver's certificate must match")
-	flag.StringVar(&o.url, "url", "", "DoH3 URL")
-	flag.StringVar(&o.caFile, "ca-file", "", "PEM file of trusted CAs (default: the system's)")
-	flag.StringVar(&o.resolver, "resolver", "", "label stored in every record")
-	flag.Int64Var(&timeoutMS, "timeout-ms", 5000, "per-query timeout")
-	flag.Int64Var(&idleMS, "idle-timeout-ms", 10000, "close a connection idle this long")
-	flag.IntVar(&o.concurrency, "concurrency", 1, "queries in flight at most")
-	flag.Float64Var(&o.intervalMS, "interval-ms", 0, "at least this long between two sends")
-	flag.BoolVar(&o.reuse, "reuse", true, "share one connection between queries")
-	flag.Float64Var(&o.durationS, "duration-s", 0, "stop sending after this many seconds (0: at the end of the names)")
-	flag.Usage = func() { usage("bad arguments") }
-	flag.Parse()
+	// Numbers are taken as text and parsed here, so that a refusal quotes what was given.
+	var port, concurrency, timeoutMS, idleMS, intervalMS, durationS string
+	flags := flag.NewFlagSet("quictimer", flag.ContinueOnError)
+	flags.SetOutput(io.Discard) // every refusal is our one line
+	flags.StringVar(&o.protocol, "protocol", "", "doq or doh3")
+	flags.StringVar(&o.server, "server", "", "resolver IP address")
+	flags.StringVar(&port, "port", "", "port (default 853 for doq, 443 or the URL's for doh3)")
+	flags.StringVar(&o.tlsName, "tls-name", "", "name the resolver's certificate must match")
+	flags.StringVar(&o.url, "url", "", "DoH3 URL")
+	flags.StringVar(&o.caFile, "ca-file", "", "PEM file of trusted CAs (default: the system's)")
+	flags.StringVar(&o.resolver, "resolver", "", "label stored in every record")
+	flags.StringVar(&timeoutMS, "timeout-ms", "5000", "per-query timeout")
+	flags.StringVar(&idleMS, "idle-timeout-ms", "10000", "close a connection idle this long")
+	flags.StringVar(&concurrency, "concurrency", "1", "queries in flight at most")
+	flags.StringVar(&intervalMS, "interval-ms", "0", "at least this long between two sends")
+	flags.BoolVar(&o.reuse, "reuse", true, "share one connection between queries")
+	flags.StringVar(&durationS, "duration-s", "0", "stop sending after this many seconds (0: at the end of the names)")
+	if err := flags.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Println(usageLine)
+			os.Exit(0)
+		}
+		usage("%v (quictimer --help: usage)", err)
+	}
+	integer := func(text, refusal string, lo, hi int64) int64 {
+		v, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || v < lo || v > hi {
+			usage(refusal, text)
+		}
+		return v
+	}
+	number := func(text, refusal string, lo, hi float64) float64 {
+		v, err := strconv.ParseFloat(text, 64)
+		if err != nil || math.IsNaN(v) || v < lo || v > hi {
+			usage(refusal, text)
+		}
+		return v
+	}
 	switch {
 	case o.protocol != "doq" && o.protocol != "doh3":
 		usage("unknown protocol '%s' (doq, doh3; do53, dot and doh are dnstimer's)", o.protocol)
@@ -314,10 +389,18 @@ func parseArgs() options {
 		usage("--server: '%s' is not an IP address", o.server)
 	case o.protocol == "doh3" && !strings.HasPrefix(o.url, "https://"):
 		usage("--url: DoH3 needs an https:// URL, got '%s'", o.url)
-	case timeoutMS < 1 || idleMS < 1 || o.concurrency < 1 || o.intervalMS < 0 || o.durationS < 0 || o.port < 0 || o.port > 65535:
-		usage("--timeout-ms, --idle-timeout-ms and --concurrency must be positive, --interval-ms and --duration-s >= 0")
+	case flags.NArg() > 1:
+		usage("one names file at most, got also '%s'", flags.Arg(1))
 	}
-	o.timeout, o.idleTimeout = time.Duration(timeoutMS)*time.Millisecond, time.Duration(idleMS)*time.Millisecond
+	if port != "" {
+		o.port = int(integer(port, "--port: not a port number from 1 to 65535: '%s'", 1, 65535))
+	}
+	o.concurrency = int(integer(concurrency, "--concurrency: not an integer from 1 to 65535: '%s'", 1, maxConcurrency))
+	timeout := integer(timeoutMS, "--timeout-ms: not an integer from 1 to 86400000: '%s'", 1, maxMS)
+	idle := integer(idleMS, "--idle-timeout-ms: not an integer from 1 to 86400000: '%s'", 1, maxMS)
+	o.intervalMS = number(intervalMS, "--interval-ms: not a number from 0 to 86400000: '%s'", 0, maxMS)
+	o.durationS = number(durationS, "--duration-s: not a number from 0 to 31536000: '%s'", 0, maxDurationS)
+	o.timeout, o.idleTimeout = time.Duration(timeout)*time.Millisecond, time.Duration(idle)*time.Millisecond
 	if o.tlsName == "" && o.url != "" {
 		if host, _, err := net.SplitHostPort(strings.Split(strings.TrimPrefix(o.url, "https://"), "/")[0]); err == nil {
 			o.tlsName = host
@@ -333,15 +416,42 @@ func parseArgs() options {
 		if o.protocol == "doh3" {
 			o.port = 443
 			if _, p, err := net.SplitHostPort(strings.Split(strings.TrimPrefix(o.url, "https://"), "/")[0]); err == nil {
-				o.port, _ = strconv.Atoi(p)
+				if port, err := strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+					usage("--url: not a port number from 1 to 65535: '%s'", p)
+				} else {
+					o.port = port
+				}
 			}
 		}
 	}
-	return o
+	return o, flags.Args()
+}
+
+// readLine returns the next line without its newline, at most maxLine octets
+// of it: tooLong says the rest of a longer line was skipped. It returns io.EOF
+// at the end of the input, or the read error.
+func readLine(in *bufio.Reader) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, isPrefix, err := in.ReadLine()
+		if err != nil {
+			if err == io.EOF && (len(line) > 0 || tooLong) {
+				return line, tooLong, nil // a last line without a newline
+			}
+			return line, tooLong, err
+		}
+		if room := maxLine - len(line); len(chunk) > room {
+			line, tooLong = append(line, chunk[:room]...), true
+		} else {
+			line = append(line, chunk...)
+		}
+		if !isPrefix {
+			return line, tooLong, nil
+		}
+	}
 }
 
 func main() {
-	opt := parseArgs()
+	opt, args := parseArgs()
 	tlsConf := &tls.Config{ServerName: opt.tlsName, NextProtos: []string{"doq"}, MinVersion: tls.VersionTLS13}
 	if opt.protocol == "doh3" {
 		tlsConf.NextProtos = []string{http3.NextProtoH3}
@@ -355,7 +465,7 @@ func main() {
 		tlsConf.RootCAs = pool
 	}
 	in := os.Stdin
-	if args := flag.Args(); len(args) > 0 && args[0] != "-" {
+	if len(args) > 0 && args[0] != "-" {
 		f, err := os.Open(args[0])
 		if err != nil {
 			usage("cannot read names file '%s'", args[0])
@@ -370,15 +480,32 @@ func main() {
 	interval := time.Duration(opt.intervalMS * float64(time.Millisecond))
 	next := time.Now()
 	stopAt := time.Now().Add(time.Duration(opt.durationS * float64(time.Second)))
-	scanner := bufio.NewScanner(in)
+	reader := bufio.NewReaderSize(in, 64*1024)
 	index := 0
-	for scanner.Scan() {
+	var readErr error
+	for {
 		if opt.durationS > 0 && !time.Now().Before(stopAt) {
 			break
 		}
-		fields := strings.Fields(scanner.Text())
-		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+		line, tooLong, err := readLine(reader)
+		if err != nil {
+			if err != io.EOF {
+				readErr = err
+			}
+			break
+		}
+		fields := strings.Fields(string(line))
+		problem := ""
+		if tooLong {
+			problem = fmt.Sprintf("line longer than %d octets", maxLine)
+			if len(fields) == 0 {
+				fields = []string{""}
+			}
+		} else if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
+		}
+		if len(fields[0]) > 255 { // the record keeps 255 octets of a name, as dnstimer's does
+			fields[0] = fields[0][:255]
 		}
 		qtype := "A"
 		if len(fields) > 1 {
@@ -394,14 +521,18 @@ func main() {
 		}
 		next = time.Now().Add(interval)
 		wg.Add(1)
-		go func(i int, name, qtype string) {
+		go func(i int, name, qtype, problem string) {
 			defer func() { <-slots; wg.Done() }()
-			t.run(i, name, qtype)
-		}(index, fields[0], qtype)
+			t.run(i, name, qtype, problem)
+		}(index, fields[0], qtype, problem)
 		index++
 	}
 	wg.Wait()
 	if t.shared.conn != nil {
 		t.shared.conn.CloseWithError(0, "")
+	}
+	if readErr != nil { // every name read has its record; the rest could not be read
+		say("cannot read the names: %v", readErr)
+		os.Exit(1)
 	}
 }

@@ -72,12 +72,20 @@ static int init(const struct options *opt, char *err, size_t errlen)
         return -1;
     }
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    headers = curl_slist_append(NULL, "Content-Type: application/dns-message");
-    headers = curl_slist_append(headers, "Accept: application/dns-message");
+    struct curl_slist *first = curl_slist_append(NULL, "Content-Type: application/dns-message");
+    if (!first || !(headers = curl_slist_append(first, "Accept: application/dns-message"))) {
+        curl_slist_free_all(first);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     if (opt->server) {
         /* Address override: the URL's host is only the TLS and HTTP name. */
         CURLU *u = curl_url();
         char *host = NULL, *port = NULL;
+        if (!u) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
         if (curl_url_set(u, CURLUPART_URL, opt->url, 0) || curl_url_get(u, CURLUPART_HOST, &host, 0)) {
             snprintf(err, errlen, "--url: cannot parse '%s'", opt->url);
             curl_url_cleanup(u);
@@ -90,14 +98,31 @@ static int init(const struct options *opt, char *err, size_t errlen)
         curl_free(host);
         curl_free(port);
         curl_url_cleanup(u);
+        if (!resolve) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
     }
     return 0;
+}
+
+/* q finished before libcurl had it. */
+static void not_sent(struct query *q, const char *error)
+{
+    q->status = "error";
+    snprintf(q->error, sizeof q->error, "%s", error);
+    query_done(q);
 }
 
 static void submit(struct query *q)
 {
     struct transfer *t = calloc(1, sizeof *t);
-    CURL *easy = curl_easy_init();
+    CURL *easy = t ? curl_easy_init() : NULL;
+    if (!easy) {
+        free(t);
+        not_sent(q, "out of memory");
+        return;
+    }
     t->request_len = wire_query(q->name, q->type, t->request);
     q->backend = t;
     curl_easy_setopt(easy, CURLOPT_URL, options->url);
@@ -122,8 +147,15 @@ static void submit(struct query *q)
     if (resolve)
         curl_easy_setopt(easy, CURLOPT_RESOLVE, resolve);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, q);
-    q->start_us = mono_us();
-    curl_multi_add_handle(multi, easy);
+    query_started(q);
+    CURLMcode r = curl_multi_add_handle(multi, easy);
+    if (r != CURLM_OK) {
+        curl_easy_cleanup(easy);
+        free(t);
+        q->backend = NULL;
+        q->end_us = mono_us();
+        not_sent(q, curl_multi_strerror(r));
+    }
 }
 
 static void finish(CURL *easy, CURLcode result)
@@ -131,7 +163,7 @@ static void finish(CURL *easy, CURLcode result)
     struct query *q;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&q);
     struct transfer *t = q->backend;
-    long code = 0, connects = 0, version = 0;
+    long code = 0, connects = 0, version = 0, port = 0;
     curl_off_t lookup = 0, connect = 0, appconnect = 0;
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
@@ -145,6 +177,8 @@ static void finish(CURL *easy, CURLcode result)
         q->transport = "http/1.1";
     if (connects > 0) {
         q->new_connection = true;
+        if (curl_easy_getinfo(easy, CURLINFO_LOCAL_PORT, &port) == CURLE_OK && port > 0)
+            q->local_port = (int)port;
         q->tcp_setup_us = connect - lookup;
         if (appconnect > 0)
             q->tls_setup_us = appconnect - connect;

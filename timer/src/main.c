@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 #include "timer.h"
 
 #define WATCHDOG_GRACE_US 5000000  /* a library that outlives its own timeout by this much has hung */
+#define MAX_MS 86400000L           /* --timeout-ms, --idle-timeout-ms, --interval-ms: a day at most */
+#define MAX_DURATION_S 31536000.0  /* --duration-s: a year at most */
 
 static struct options opt = {
     .timeout_ms = 5000, .idle_timeout_ms = 10000, .concurrency = 1, .resolver = "",
@@ -40,13 +43,30 @@ static double wall_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void usage_error(const char *fmt, const char *value)
+static const char USAGE[] =
+    "usage: dnstimer --protocol do53|dot|doh --server IP [--port N] [--tls-name NAME] [--url URL] "
+    "[--ca-file FILE] [--resolver LABEL] [--timeout-ms N] [--idle-timeout-ms N] [--concurrency N] "
+    "[--interval-ms X] [--nagle] [--no-reuse] [--duration-s X] [NAMES_FILE]\n";
+
+/* A problem as one line on stderr, whatever it quotes: control characters are escaped. */
+static void say(const char *message)
 {
-    fprintf(stderr, "dnstimer: ");
-    fprintf(stderr, fmt, value);
-    fprintf(stderr, "\nusage: dnstimer --protocol do53|dot|doh --server IP [--port N] [--tls-name NAME] "
-                    "[--url URL] [--ca-file FILE] [--resolver LABEL] [--timeout-ms N] [--idle-timeout-ms N] "
-                    "[--concurrency N] [--interval-ms X] [--nagle] [--no-reuse] [--duration-s X] [NAMES_FILE]\n");
+    fputs("dnstimer: ", stderr);
+    for (const unsigned char *p = (const unsigned char *)message; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
+    }
+    fputc('\n', stderr);
+}
+
+/* Refuses the command line in one line (fmt has one %s, for value) and exits with status 2. */
+static void refuse(const char *fmt, const char *value)
+{
+    char message[512];
+    snprintf(message, sizeof message, fmt, value);
+    say(message);
     exit(2);
 }
 
@@ -94,6 +114,7 @@ static void emit(const struct query *q)
     fprintf(out, ",\"new_connection\":%s", q->new_connection ? "true" : "false");
     put_int_or_null(out, "tcp_setup_us", q->tcp_setup_us);
     put_int_or_null(out, "tls_setup_us", q->tls_setup_us);
+    put_int_or_null(out, "local_port", q->local_port);
     put_int_or_null(out, "rcode", q->rcode);
     put_int_or_null(out, "answers", q->answers);
     fprintf(out, ",\"status\":\"%s\",\"transport\":", q->status);
@@ -104,6 +125,12 @@ static void emit(const struct query *q)
             opt.concurrency, opt.interval_ms, opt.timeout_ms, opt.idle_timeout_ms,
             connwatch_nagle ? "true" : "false", backend->name, opt.no_reuse ? "false" : "true");
     fflush(out);
+}
+
+void query_started(struct query *q)
+{
+    q->start_us = mono_us();
+    q->start_wall = wall_seconds();
 }
 
 void query_done(struct query *q)
@@ -162,30 +189,67 @@ static const char *name_problem(const char *name)
     return label == 0 ? "empty label" : NULL;
 }
 
-/* The next query from the input, or NULL at its end. Malformed lines become
- * queries already finished with status "invalid". */
+/* Why reading the names stopped early (a read error, no memory); NULL if it did not. */
+static const char *input_problem;
+static char input_problem_text[256];
+
+/* The next line of the input, without its newline, in buf (MAX_LINE + 1 octets).
+ * Returns 1 for a line, 0 at the end, -1 on a read error. A line longer than
+ * MAX_LINE octets sets *too_long: buf keeps its first MAX_LINE, the rest is skipped. */
+static int next_line(FILE *in, char *buf, bool *too_long)
+{
+    size_t n = 0;
+    int c;
+    *too_long = false;
+    while ((c = getc(in)) != EOF && c != '\n') {
+        if (n < MAX_LINE)
+            buf[n++] = (char)c;
+        else
+            *too_long = true;
+    }
+    buf[n] = '\0';
+    if (ferror(in))
+        return -1;
+    return c == EOF && n == 0 ? 0 : 1;
+}
+
+/* The next query from the input, or NULL at its end (or when input_problem
+ * says why it stopped). Malformed lines become queries already finished with
+ * status "invalid", and so does a line longer than MAX_LINE octets: what
+ * follows it is read as usual. */
 static struct query *read_query(FILE *in, size_t index)
 {
-    static char *line;
-    static size_t cap;
+    static char line[MAX_LINE + 1];
     for (;;) {
-        ssize_t n = getline(&line, &cap, in);
-        if (n < 0)
+        bool too_long;
+        int got = next_line(in, line, &too_long);
+        if (got < 0) {
+            snprintf(input_problem_text, sizeof input_problem_text, "cannot read the names: %s", strerror(errno));
+            input_problem = input_problem_text;
+        }
+        if (got <= 0)
             return NULL;
         char *p = line;
         while (*p && isspace((unsigned char)*p))
             p++;
-        if (!*p || *p == '#')
+        if (!too_long && (!*p || *p == '#'))
             continue;
         char *name = strtok(p, " \t\r\n");
-        char *type = strtok(NULL, " \t\r\n");
+        char *type = name ? strtok(NULL, " \t\r\n") : NULL;
         struct query *q = calloc(1, sizeof *q);
+        if (!q) {
+            input_problem = "out of memory reading the names";
+            return NULL;
+        }
         q->index = index;
         q->rcode = q->answers = -1;
         q->tcp_setup_us = q->tls_setup_us = -1;
-        snprintf(q->name, sizeof q->name, "%s", name);
+        q->local_port = -1;
+        snprintf(q->name, sizeof q->name, "%s", name ? name : "");
         snprintf(q->type_name, sizeof q->type_name, "%s", type ? type : "A");
-        const char *problem = strlen(name) >= sizeof q->name ? "name longer than 253 octets" : name_problem(name);
+        const char *problem = too_long ? "line longer than 65536 octets"
+                              : strlen(name) >= sizeof q->name ? "name longer than 253 octets"
+                                                               : name_problem(name);
         if (!problem && parse_type(q->type_name, &q->type))
             problem = "unknown query type";
         if (problem) {
@@ -196,13 +260,25 @@ static struct query *read_query(FILE *in, size_t index)
     }
 }
 
-static long parse_long(const char *text, const char *option, long min)
+/* An integer option from min to max, or the refusal (one line, exit 2). */
+static long parse_long(const char *text, const char *refusal, long min, long max)
 {
     char *end;
     errno = 0;
     long value = strtol(text, &end, 10);
-    if (errno || *end || value < min)
-        usage_error(option, text);
+    if (errno || end == text || *end || value < min || value > max)
+        refuse(refusal, text);
+    return value;
+}
+
+/* A finite number option from min (or just above it, if above) to max, or the refusal. */
+static double parse_double(const char *text, const char *refusal, double min, bool above, double max)
+{
+    char *end;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(value) || value < min || (above && value == min) || value > max)
+        refuse(refusal, text);
     return value;
 }
 
@@ -215,39 +291,45 @@ static void parse_args(int argc, char **argv, FILE **in)
         {"resolver", required_argument, 0, 'r'}, {"timeout-ms", required_argument, 0, 't'},
         {"idle-timeout-ms", required_argument, 0, 'i'}, {"concurrency", required_argument, 0, 'C'},
         {"interval-ms", required_argument, 0, 'I'}, {"nagle", no_argument, 0, 'N'},
-        {"no-reuse", no_argument, 0, 'R'}, {"duration-s", required_argument, 0, 'D'}, {0, 0, 0, 0},
+        {"no-reuse", no_argument, 0, 'R'}, {"duration-s", required_argument, 0, 'D'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
-    char *end;
-    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    opterr = 0;  /* every refusal is our one line */
+    while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
         switch (c) {
         case 'p': opt.protocol_name = optarg; break;
         case 's': opt.server = optarg; break;
-        case 'P': opt.port = (int)parse_long(optarg, "--port: not a port number: '%s'", 1); break;
+        case 'P': opt.port = (int)parse_long(optarg, "--port: not a port number from 1 to 65535: '%s'", 1, 65535); break;
         case 'n': opt.tls_name = optarg; break;
         case 'u': opt.url = optarg; break;
         case 'c': opt.ca_file = optarg; break;
         case 'r': opt.resolver = optarg; break;
-        case 't': opt.timeout_ms = parse_long(optarg, "--timeout-ms: not a positive integer: '%s'", 1); break;
-        case 'i': opt.idle_timeout_ms = parse_long(optarg, "--idle-timeout-ms: not an integer >= 0: '%s'", 0); break;
-        case 'C': opt.concurrency = (int)parse_long(optarg, "--concurrency: not a positive integer: '%s'", 1); break;
+        case 't': opt.timeout_ms = parse_long(optarg, "--timeout-ms: not an integer from 1 to 86400000: '%s'", 1, MAX_MS); break;
+        case 'i':
+            opt.idle_timeout_ms = parse_long(optarg, "--idle-timeout-ms: not an integer from 0 to 86400000: '%s'", 0, MAX_MS);
+            break;
+        case 'C':
+            opt.concurrency = (int)parse_long(optarg, "--concurrency: not an integer from 1 to 65535: '%s'", 1, MAX_CONCURRENCY);
+            break;
         case 'N': connwatch_nagle = true; break;
         case 'R': opt.no_reuse = true; break;
         case 'D':
-            opt.duration_s = strtod(optarg, &end);
-            if (*end || opt.duration_s <= 0)
-                usage_error("--duration-s: not a number > 0: '%s'", optarg);
+            opt.duration_s = parse_double(optarg, "--duration-s: not a number above 0 and at most 31536000: '%s'", 0, true,
+                                          MAX_DURATION_S);
             break;
         case 'I':
-            opt.interval_ms = strtod(optarg, &end);
-            if (*end || opt.interval_ms < 0)
-                usage_error("--interval-ms: not a number >= 0: '%s'", optarg);
+            opt.interval_ms = parse_double(optarg, "--interval-ms: not a number from 0 to 86400000: '%s'", 0, false, MAX_MS);
             break;
-        default: usage_error("%s", "unknown option");
+        case 'h':
+            fputs(USAGE, stdout);
+            exit(0);
+        case ':': refuse("option '%s' needs a value", argv[optind - 1]); break;
+        default: refuse("unknown option '%s' (dnstimer --help: usage)", argv[optind - 1]);
         }
     }
     if (!opt.protocol_name)
-        usage_error("%s", "--protocol is required");
+        refuse("%s", "--protocol is required (dnstimer --help: usage)");
     if (strcmp(opt.protocol_name, "do53") == 0)
         opt.protocol = PROTO_DO53, backend = &getdns_backend;
     else if (strcmp(opt.protocol_name, "dot") == 0)
@@ -255,14 +337,14 @@ static void parse_args(int argc, char **argv, FILE **in)
     else if (strcmp(opt.protocol_name, "doh") == 0)
         opt.protocol = PROTO_DOH, backend = &curl_backend;
     else
-        usage_error("unknown protocol '%s' (do53, dot, doh; doq and doh3 are quictimer's)", opt.protocol_name);
+        refuse("unknown protocol '%s' (do53, dot, doh; doq and doh3 are quictimer's)", opt.protocol_name);
     if (!opt.server && opt.protocol != PROTO_DOH)
-        usage_error("%s", "--server is required");
-    if (opt.port > 65535)
-        usage_error("--port: not a port number: '%d'", "");
+        refuse("%s", "--server is required");
+    if (optind + 1 < argc)
+        refuse("one names file at most, got also '%s'", argv[optind + 1]);
     *in = stdin;
     if (optind < argc && strcmp(argv[optind], "-") != 0 && !(*in = fopen(argv[optind], "r")))
-        usage_error("cannot read names file '%s'", argv[optind]);
+        refuse("cannot read names file '%s'", argv[optind]);
 }
 
 int main(int argc, char **argv)
@@ -271,10 +353,14 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &in);
     char err[512] = "";
     if (backend->init(&opt, err, sizeof err)) {
-        fprintf(stderr, "dnstimer: %s\n", err);
+        say(err);
         return 2;
     }
     in_flight = calloc((size_t)opt.concurrency, sizeof *in_flight);
+    if (!in_flight) {
+        say("out of memory");
+        return 2;
+    }
     int64_t interval_us = (int64_t)(opt.interval_ms * 1000.0);
     int64_t due = mono_us();
     /* --duration-s: send for this long, then answer what is in flight and stop. */
@@ -323,5 +409,10 @@ int main(int argc, char **argv)
         }
     }
     backend->cleanup();
+    free(in_flight);
+    if (input_problem) {  /* every name read has its record; the rest could not be read */
+        say(input_problem);
+        return 1;
+    }
     return 0;
 }
