@@ -25,7 +25,9 @@ the timer fails for the capture's sake. Three things stand in the way, and
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import netns
+from harness.accounts import helper
 from harness.errors import HarnessError
 
 #: UDP ports on the namespace's loopback that the start and end markers go to (nobody listens; unlikely in a test).
@@ -43,6 +46,7 @@ MARKER_START, MARKER_END = 47853, 47854
 SNAPLEN = 2048  # bytes kept per packet: headers and the DNS question; lengths are still read from the headers
 BUFFER_KIB = 4096  # tcpdump -B: kernel ring size
 MARKER_TIMEOUT = 10.0  # seconds to wait for a marker to reach the file
+TCPDUMP = shutil.which("tcpdump") or "/usr/bin/tcpdump"
 
 _UDP = re.compile(r"^(\d+\.\d+) .*IP6? (\S+)\.(\d+) > (\S+)\.(\d+): (\d+)\S* (?:.*?\? (\S+) )?")
 _TCP = re.compile(r"^(\d+\.\d+) .*IP6? (\S+)\.(\d+) > (\S+)\.(\d+): Flags \[[^\]]*\].* length (\d+)")
@@ -73,8 +77,10 @@ def capture(namespace: str, path: Path, bpf: list[str]) -> Iterator[Path]:
     On entry tcpdump is capturing (the start marker is in the file); on exit
     every packet of the block is in the file, or HarnessError says why not.
     ``--immediate-mode`` and ``-U``: each packet goes to the file as it
-    comes, so the end marker can be waited for. ``-Z root``: Debian's tcpdump
-    otherwise drops to its own user, which cannot write into private temp dirs.
+    comes, so the end marker can be waited for. ``-Z``: once the capture
+    socket is open, tcpdump becomes the helpers' account before it reads a
+    packet; it writes to its standard output, a file we opened (and that
+    was not there before: no link is followed).
     """
     argv = [
         "tcpdump",
@@ -84,21 +90,23 @@ def capture(namespace: str, path: Path, bpf: list[str]) -> Iterator[Path]:
         "--immediate-mode",
         "-U",
         "-Z",
-        "root",
+        helper().name,
         "-s",
         str(SNAPLEN),
         "-B",
         str(BUFFER_KIB),
         "-w",
-        str(path),
+        "-",
         *capture_bpf(bpf),
     ]
     with netns.entered(namespace):  # the socket stays in the namespace after the block
         sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        proc = subprocess.Popen(
-            netns.command(namespace, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            proc = subprocess.Popen(netns.command(namespace, argv), stdout=out, stderr=subprocess.PIPE, text=True)
+        finally:
+            os.close(out)
     except BaseException:
         sender.close()
         raise
@@ -142,9 +150,16 @@ def _read(pcap: Path, check: bool = True) -> list[str]:
 
     ``check=False`` while tcpdump still writes: a half-written last packet is not an error then.
     """
-    out = subprocess.run(
-        ["tcpdump", "-r", str(pcap), "-n", "-tt"], capture_output=True, text=True, check=check, timeout=60
-    )
+    account = helper()  # the dissectors parse what came off the wire: never as root
+    with open(pcap, "rb") as source:
+        out = subprocess.run(
+            account.run_as([account.program(TCPDUMP), "-r", "-", "-n", "-tt"]),
+            stdin=source,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=60,
+        )
     return out.stdout.splitlines()
 
 

@@ -53,19 +53,27 @@ command -v go >/dev/null || { echo "setup.sh: Go >= 1.22 not found (expected in 
 command -v cargo >/dev/null || { echo "setup.sh: cargo not found (expected in ~/.cargo/bin, from rustup)" >&2; exit 1; }
 
 mkdir -p build/bin
+# The helpers run as the unprivileged account dnsstudy-helper, which may not be
+# able to enter the checkout (a clone under /root): they are built into
+# /opt/dnsstudy/bin (root's, world-readable), and build/bin links to them.
+HELPERS=/opt/dnsstudy/bin
+mkdir -p "$HELPERS"
 
 # --- the NFQUEUE delayer (Go, modules pinned by delayer/go.sum) -------------
-log "building build/bin/nfqdelay"
-(cd delayer && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/nfqdelay" .)
+log "building $HELPERS/nfqdelay"
+(cd delayer && GOFLAGS=-mod=readonly go build -trimpath -o "$HELPERS/nfqdelay" .)
 
 # --- the resolution timers: C (getdns, libcurl) and Go (quic-go) ------------
-log "building build/bin/dnstimer"
-make -s -C timer OUT="$ROOT/build/bin"
+log "building $HELPERS/dnstimer"
+make -s -C timer OUT="$HELPERS"
 # quictimer (DoQ, DoH3) and the lab's DoQ/DoH3 front, AdGuard dnsproxy, both
 # pinned by timer/quic/go.sum (dnsproxy is a `tool` of that module).
-log "building build/bin/quictimer and build/bin/dnsproxy"
-(cd timer/quic && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/quictimer" . \
-  && GOFLAGS=-mod=readonly go build -trimpath -o "$ROOT/build/bin/dnsproxy" github.com/AdguardTeam/dnsproxy)
+log "building $HELPERS/quictimer and $HELPERS/dnsproxy"
+(cd timer/quic && GOFLAGS=-mod=readonly go build -trimpath -o "$HELPERS/quictimer" . \
+  && GOFLAGS=-mod=readonly go build -trimpath -o "$HELPERS/dnsproxy" github.com/AdguardTeam/dnsproxy)
+for program in nfqdelay dnstimer quictimer dnsproxy; do
+  ln -sfn "$HELPERS/$program" "build/bin/$program"
+done
 
 # --- geckodriver (crates.io, pinned) -----------------------------------------
 # Installed outside the checkout: it runs as the browser account, which may
@@ -91,6 +99,12 @@ if ! id -u dnsstudy-browser >/dev/null 2>&1; then
   log "creating system user dnsstudy-browser"
   useradd --system --user-group --home-dir /var/lib/dnsstudy-browser --create-home \
     --shell /usr/sbin/nologin dnsstudy-browser
+fi
+# --- the helpers' account: Stubby, dnsproxy, the timers, the delayer, tcpdump --
+if ! id -u dnsstudy-helper >/dev/null 2>&1; then
+  log "creating system user dnsstudy-helper"
+  useradd --system --user-group --home-dir /nonexistent --no-create-home \
+    --shell /usr/sbin/nologin dnsstudy-helper
 fi
 
 # --- Python: a project-local virtual environment with pinned packages -------

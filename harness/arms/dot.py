@@ -14,6 +14,7 @@ import ipaddress
 import json
 
 from harness import netns
+from harness.accounts import BIND_LOW_PORT, helper
 from harness.arms.base import ClientSide, DnsArm, Resolver
 from harness.daemons import Daemon, terminate
 from harness.errors import HarnessError, require_program
@@ -67,16 +68,19 @@ class DotArm(DnsArm):
     def start(self) -> None:
         if self.stub is not None and self.stub.alive():
             return  # persistent stub, still running
-        require_program("stubby", "stubby")
+        stubby = require_program("stubby", "stubby")
+        account = helper()
         run = self.client.run_dir
         (run / "stubby").mkdir(parents=True, exist_ok=True)
+        account.give(run / "stubby")  # getdns keeps its state there
         conf = run / f"stubby-{self.resolver.name}.yml"
         conf.write_text(self.config())
         self.client.set_system_resolver(STUB_ADDRESS)
         self.stub = Daemon(
             name=f"stubby-{self.resolver.name}",
             namespace=self.client.namespace,
-            argv=["stubby", "-C", str(conf), "-v", "4"],
+            # It parses the resolver's answers: unprivileged, keeping only the right to listen on port 53.
+            argv=account.run_as([account.program(stubby), "-C", str(conf), "-v", "4"], keep=(BIND_LOW_PORT,)),
             log=str(self.log),
             addresses=[f"{STUB_ADDRESS}:{DO53.port}"],
         )

@@ -220,7 +220,9 @@ class BrowserSession:
         )
         if self.namespace:
             argv = netns.command(self.namespace, argv)
-        with open(work / "geckodriver.log", "ab") as log:
+        # The directory is the browser account's: create the log afresh and never through a link.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(work / "geckodriver.log", flags, 0o600), "ab") as log:
             self._driver_proc = subprocess.Popen(
                 argv,
                 env=self.account.environment(work),

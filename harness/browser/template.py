@@ -73,8 +73,9 @@ def ensure_template(
     """Return a ready template under ``directory``, building it on first use."""
     ca_pem = ca_path.read_bytes() if ca_path else None
     target = directory / f"firefox-template-{template_key(ca_pem, prefs, version)}"
-    if (target / "cert9.db").exists():
+    if (target / "cert9.db").exists() and target.lstat().st_uid == 0:
         return target
+    shutil.rmtree(target, ignore_errors=True)  # half-built, or from a version that left it to the browser
     require_program("certutil", "libnss3-tools")
     directory.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".template-", dir=directory))
@@ -92,14 +93,28 @@ def ensure_template(
         _warm(profile, work, account, namespace)
         for name in WEB_STATE:
             path = profile / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
+            if path.is_symlink() or path.is_file():
                 path.unlink()
+            elif path.is_dir():
+                shutil.rmtree(path)
+        _seal(profile)
         profile.rename(target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _seal(profile: Path) -> None:
+    """Hand the template to root, read-only for everyone else: a compromised visit, running as the browser
+    account, cannot change the preferences or trusted CAs every later visit copies. Links are not followed."""
+    for root, dirs, files in os.walk(profile):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            os.lchown(path, 0, 0)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755 if name in dirs else 0o644)
+    os.lchown(profile, 0, 0)
+    os.chmod(profile, 0o755)
 
 
 def _run(argv: list[str], what: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from harness import netns
+from harness.accounts import helper, helper_dir
 from harness.arms.base import ClientSide, Resolver
 from harness.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.errors import HarnessError, require_program, require_root
@@ -359,7 +360,7 @@ class Lab(Place):
         daemons = [self._daemon("auth", ["unbound", "-d", "-c", str(run / "auth.conf")], [f"{auth}:53"])]
         for i, r in recursive:
             upstream.install_rules(cfg, i)
-            argv = upstream.delayer_argv(i, r, str(run / f"delayer-{r.name}.json"))
+            argv = upstream.delayer_argv(i, r, str(helper_dir(run) / f"delayer-{r.name}.json"))
             daemons.append(self._daemon(f"delayer-{r.name}", argv, []))
         return daemons, [(auth, 53)]
 
@@ -389,10 +390,16 @@ class Lab(Place):
         return daemons, endpoints
 
     def _quic_front(self, name: str, addr: str, cert: Path, key: Path) -> Daemon:
-        """DoQ and DoH3 in front of a resolver's unbound, over loopback-fast Do53."""
+        """DoQ and DoH3 in front of a resolver's unbound, over loopback-fast Do53, run unprivileged."""
+        account = helper()
+        own_key = self.run_dir / "certs" / f"quic-{name}.key"  # its own copy: the resolver key is unbound's group's
+        shutil.copyfile(key, own_key)
+        os.chown(own_key, account.uid, account.gid)
+        own_key.chmod(0o400)
+        key = own_key
         # `--port 0` still opens plain DNS on ephemeral ports; nothing uses them.
         argv = [
-            str(DNSPROXY),
+            account.program(DNSPROXY),
             "--listen",
             addr,
             "--port",
@@ -411,7 +418,7 @@ class Lab(Place):
             "--timeout",
             "10s",
         ]
-        return self._daemon(f"quic-{name}", argv, [f"{addr}:{DOQ_PORT}/udp", f"{addr}:{DOH3_PORT}"])
+        return self._daemon(f"quic-{name}", account.run_as(argv), [f"{addr}:{DOQ_PORT}/udp", f"{addr}:{DOH3_PORT}"])
 
     def _web_daemons(self) -> _Daemons:
         """One nginx for every web address and badcert."""
@@ -430,7 +437,7 @@ class Lab(Place):
         hang = self.config.addresses.hang
         tarpit = self._daemon(
             "tarpit",
-            [sys.executable, "-I", str(Path(__file__).resolve().with_name("tarpit.py")), hang],
+            [sys.executable, "-I", str(Path(__file__).resolve().with_name("tarpit.py")), hang, helper().name],
             [f"{hang}:{p}" for p in ("80", "443", "853", "53/udp")],
         )
         return [tarpit], [(hang, 443)]

@@ -10,6 +10,7 @@ the lab reports it, rather than answering faster than documented.
 from __future__ import annotations
 
 from harness import netns
+from harness.accounts import NFQUEUE, helper
 from harness.errors import HarnessError
 from harness.lab.config import LabConfig, RecursiveResolver
 from harness.paths import built_program
@@ -25,13 +26,15 @@ def delayer_argv(index: int, resolver: RecursiveResolver, stats: str) -> list[st
     """The delayer for one resolver: each direction gets half the round trip."""
     half_us = int(resolver.upstream_rtt_ms * 1000 / 2)
     jitter_us = int(resolver.upstream_jitter_ms * 1000 / 2)
-    return [
-        built_program("nfqdelay"),
+    account = helper()  # it reads packets off the wire: unprivileged, keeping only NFQUEUE
+    argv = [
+        account.program(built_program("nfqdelay")),
         f"-queue={queue_of(index)}",
         f"-delay={half_us}us",
         f"-jitter={jitter_us}us",
         f"-stats={stats}",
     ]
+    return account.run_as(argv, keep=(NFQUEUE,))
 
 
 def _rules(config: LabConfig, index: int) -> list[list[str]]:

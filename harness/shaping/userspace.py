@@ -13,6 +13,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from harness import netns
+from harness.accounts import NFQUEUE, helper, helper_dir
 from harness.daemons import Daemon
 from harness.errors import HarnessError
 from harness.paths import built_program
@@ -57,17 +58,21 @@ class UserspaceBackend(ShapingBackend):
             if d.delay_ms or d.jitter_ms:
                 queue = QUEUES[direction]
                 _iptables(ns, ["-t", "mangle", "-A", CHAIN, "-i", ingress, "-j", "NFQUEUE", "--queue-num", str(queue)])
+                account = helper()  # it reads packets off the wire: unprivileged, keeping only NFQUEUE
                 daemon = Daemon(
                     name=f"shaper-{direction}",
                     namespace=ns,
-                    argv=[
-                        built_program("nfqdelay"),
-                        f"-queue={queue}",
-                        f"-delay={int(d.delay_ms * 1000)}us",
-                        f"-jitter={int(d.jitter_ms * 1000)}us",
-                        "-dist=uniform",
-                        f"-stats={run / f'shaper-{direction}.json'}",
-                    ],
+                    argv=account.run_as(
+                        [
+                            account.program(built_program("nfqdelay")),
+                            f"-queue={queue}",
+                            f"-delay={int(d.delay_ms * 1000)}us",
+                            f"-jitter={int(d.jitter_ms * 1000)}us",
+                            "-dist=uniform",
+                            f"-stats={helper_dir(run) / f'shaper-{direction}.json'}",
+                        ],
+                        keep=(NFQUEUE,),
+                    ),
                     log=str(run / "logs" / f"shaper-{direction}.log"),
                     addresses=[],
                 )
