@@ -128,6 +128,24 @@ def host_networks() -> list[tuple[str, ipaddress.IPv4Network]]:
     return found
 
 
+def host_addresses() -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address of the host's namespace, on any interface."""
+    with IPRoute() as ipr:
+        return [ipaddress.IPv4Address(a.get_attr("IFA_ADDRESS")) for a in ipr.get_addr(family=2)]
+
+
+def link_networks(ifname: str) -> list[ipaddress.IPv4Network]:
+    """The IPv4 networks directly attached to host interface ``ifname`` (its addresses' prefixes)."""
+    with IPRoute() as ipr:
+        indexes = ipr.link_lookup(ifname=ifname)
+        if not indexes:
+            return []
+        return [
+            ipaddress.IPv4Network(f"{a.get_attr('IFA_ADDRESS')}/{a['prefixlen']}", strict=False)
+            for a in ipr.get_addr(family=2, index=indexes[0])
+        ]
+
+
 def wait_tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> list[tuple[str, int]]:
     """Wait until every (address, port) accepts TCP inside the namespace.
 
