@@ -12,7 +12,7 @@ from harness.arms.base import Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.profile import load_profile
-from harness.protocols import names, plain_protocols
+from harness.protocols import DOH3, DOQ, names, plain_protocols
 
 RESOLVER_DIR = PROJECT_ROOT / "profiles" / "resolvers"
 HOST_RESOLV_CONF = Path("/etc/resolv.conf")
@@ -63,12 +63,17 @@ class ResolverProfile(BaseModel):
 
 
 def protocols_of(name: str) -> set[str]:
-    """The protocols a resolver serves, by name: the host's `default` resolver serves plain DNS only.
-
-    Lab resolvers and public profiles serve every registered protocol (a profile
-    without DoQ or DoH3 endpoints fails in the timer, naming the missing key).
+    """The protocols a resolver serves, by name: the host's `default` resolver serves plain DNS only; a
+    public profile serves Do53, DoT and DoH, and DoQ and DoH3 where it names their endpoints; a lab
+    resolver (no profile file) serves every registered protocol.
     """
-    return set(plain_protocols()) if name == "default" else set(names())
+    if name == "default":
+        return set(plain_protocols())
+    if not (RESOLVER_DIR / f"{name}.toml").exists():
+        return set(names())
+    profile = load_resolver(name)
+    missing = {DOQ.name: profile.doq_port is None, DOH3.name: profile.doh3_uri is None}
+    return {p for p in names() if not missing.get(p, False)}
 
 
 def available_resolvers() -> list[str]:

@@ -19,7 +19,7 @@ from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, project_path
 from harness.plan import PlannedVisit, make_plan
 from harness.profile import line_of, load_profile
-from harness.protocols import browser_protocols, timer_protocols
+from harness.protocols import arm_class, browser_protocols, timer_protocols
 from harness.resolvers import available_resolvers, load_resolver, protocols_of
 from harness.shaping.profile import available_profiles
 from harness.sitelist import RankedList, Site, fetch_tranco, load_tranco
@@ -91,7 +91,7 @@ class LinkCheckSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     probes: int = Field(default=200, ge=200)
-    seconds: float = Field(default=2.0, gt=0, le=60)  # iperf3 time per direction
+    seconds: float = Field(default=2.0, gt=0, le=60)  # at least this long per direction for the rate test
 
 
 class TimerStudySettings(BaseModel):
@@ -116,6 +116,17 @@ class ArmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # How long a stub (Stubby for DoT) keeps an idle connection to the resolver; 10 s is Stubby's default.
     stub_idle_timeout_ms: int = Field(default=10000, ge=0, le=3_600_000)
+    # The stub program per protocol whose arm runs one, e.g. {dot = "dnsproxy"}; default: the arm's first.
+    stubs: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("stubs")
+    @classmethod
+    def _known_stubs(cls, value: dict[str, str]) -> dict[str, str]:
+        for protocol, stub in value.items():
+            have = arm_class(_browser_protocol(protocol)).stubs
+            if stub not in have:
+                raise ValueError(f"{protocol}: no stub '{stub}' (the {protocol} arm has: {', '.join(have) or 'none'})")
+        return value
 
 
 class LabFault(BaseModel):
@@ -367,8 +378,10 @@ def check_sites(loaded: LoadedStudy, place: Place) -> None:
 def check_resolvers(loaded: LoadedStudy, place: Place) -> None:
     """A study's resolvers must be the place's (a lab has its own); the error names the study file's line."""
     have = place.resolver_names()
-    if have is None:
-        return  # any resolver profile: checked when the study loaded
+    if have is None:  # any resolver profile (checked when the study loaded) the place can reach
+        for name in loaded.study.resolvers:
+            place.resolver(name)  # e.g. the Internet side's firewall refuses it: one line, before any visit
+        return
     text = loaded.path.read_text(encoding="utf-8")
     for name in loaded.study.resolvers:
         if name not in have:

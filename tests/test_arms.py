@@ -27,9 +27,25 @@ def packets(**counts) -> dict[str, int]:
 
 
 def test_every_protocol_has_an_arm():
-    assert set(browser_protocols()) == {"do53", "dot", "doh"}
-    with pytest.raises(HarnessError, match="unknown protocol 'doq'"):
-        make_arm("doq", RESOLVER, CLIENT)
+    assert set(browser_protocols()) == {"do53", "dot", "doh", "doq", "doh3"}
+    with pytest.raises(HarnessError, match="unknown protocol 'dnscrypt'"):
+        make_arm("dnscrypt", RESOLVER, CLIENT)
+    with pytest.raises(HarnessError, match="resolver 'near' serves no DoQ"):
+        make_arm("doq", RESOLVER, CLIENT)  # RESOLVER names no DoQ endpoint
+    with pytest.raises(HarnessError, match=r"the dot arm has no stub 'knot' \(it has: stubby, dnsproxy\)"):
+        make_arm("dot", RESOLVER, CLIENT, stub="knot")
+
+
+def test_dns_stamps_carry_the_address_and_the_name_to_authenticate():
+    """The dnsproxy stub's upstream: no bootstrap query, the certificate's name checked (dnscrypt.info stamps)."""
+    import base64
+
+    from harness.arms.dnsproxy import STAMP_DOQ, stamp
+
+    text = stamp(STAMP_DOQ, "198.18.1.53", 8853, "near.dns.lab.test")
+    raw = base64.urlsafe_b64decode(text.removeprefix("sdns://") + "==")
+    assert raw[0] == 0x04 and raw[1:9] == bytes(8)
+    assert raw[9:] == b"\x10198.18.1.53:8853\x00\x16near.dns.lab.test:8853"
 
 
 def test_proof_accepts_the_arms_own_transport_only():
@@ -168,6 +184,9 @@ def test_each_arm_requires_its_own_transport_and_forbids_every_other_way_to_the_
         ("doh", dict(doh_connections=2, doh_accepted=2, doh_answered=2), True, "tls-auth"),
         ("doh", dict(doh_connections=2, doh_accepted=2, doh_answered=4, doh_refused=1), False, "reset"),
         ("do53", dict(do53_connections=3), False, "timeout"),  # UDP: sent, no answer
+        ("doq", dict(doq_connections=9), False, "connect-timeout"),  # QUIC: not even the handshake answered
+        ("doq", dict(doq_connections=9, icmp_unreachable=3), False, "unreachable"),
+        ("doq", dict(doq_connections=4, doq_answered=3), True, "tls-auth"),
         ("dot", dict(stub_loopback=4), False, None),  # the stub never tried: our part failed
         ("dot", dict(dot_connections=1, dot_accepted=1, dot_answered=3), False, None),  # nothing explains it
     ],

@@ -29,6 +29,12 @@ def visitor(lab, tmp_path_factory):
     return Visitor(lab, tmp_path_factory.mktemp("results"), timeout=12.0, margin=10.0)
 
 
+@pytest.fixture(scope="module")
+def dnsproxy_visitor(lab, tmp_path_factory):
+    """DoT through dnsproxy instead of Stubby (the study's `[arms] stubs = {dot = "dnsproxy"}`)."""
+    return Visitor(lab, tmp_path_factory.mktemp("results"), timeout=12.0, margin=10.0, stubs={"dot": "dnsproxy"})
+
+
 @pytest.fixture
 def fault(lab):
     """Apply a fault to the near resolver; every fault is cleared when the test ends."""
@@ -52,6 +58,22 @@ CASES = [
     ("silent:doh", "doh", "doh:timeout"),
     ("untrusted-cert", "doh", "doh:tls-auth"),
     ("wrong-name", "doh", "doh:tls-auth"),
+    # QUIC: a dropped handshake is a connect timeout, a rejected one an ICMP port unreachable
+    ("drop:doq", "doq", "doq:connect-timeout"),
+    ("reject:doq", "doq", "doq:unreachable"),
+    ("untrusted-cert", "doq", "doq:tls-auth"),
+    ("wrong-name", "doq", "doq:tls-auth"),
+    ("drop:doh3", "doh3", "doh3:connect-timeout"),
+    ("reject:doh3", "doh3", "doh3:unreachable"),
+    ("untrusted-cert", "doh3", "doh3:tls-auth"),
+    ("wrong-name", "doh3", "doh3:tls-auth"),
+]
+DNSPROXY_DOT = [
+    ("drop:dot", "dot:connect-timeout"),
+    ("reject:dot", "dot:reset"),
+    ("silent:dot", "dot:timeout"),
+    ("untrusted-cert", "dot:tls-auth"),
+    ("wrong-name", "dot:tls-auth"),
 ]
 
 
@@ -64,6 +86,14 @@ def test_each_fault_is_the_protocols_counted_failure_with_its_cause(visitor, fau
     # The proof still shows the arm's transport and no other: the failure is the protocol's alone.
     assert not result.proof["other_transport"]
     assert result.proof["client_packets"][f"{protocol}_connections"] > 0
+
+
+@pytest.mark.parametrize("name, detail", DNSPROXY_DOT)
+def test_the_dnsproxy_dot_stub_fails_the_same_way_under_each_fault(dnsproxy_visitor, fault, name, detail):
+    fault(name)
+    result = dnsproxy_visitor.visit_once(URL, "dot", "near")
+    assert (result.error_class, result.detail) == ("DNS Error", detail), (result.signal, result.proof)
+    assert result.arm["stub"] == "dnsproxy"
 
 
 def test_a_fault_that_hits_another_transport_leaves_the_visit_alone(visitor, fault):

@@ -46,14 +46,20 @@ def browser_processes(visitor: Visitor) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("protocol", ["do53", "dot", "doh"])
+@pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
 def test_each_arm_loads_a_multi_host_page_and_proves_its_transport(visitor, protocol):
     result = visit_once(visitor, PAGE, protocol)
     assert result.error_class == "Successful", result.to_dict()
     assert result.counted and result.proof["valid"], result.proof
     assert result.proof["on_arm"] > 10 and result.proof["off_arm"] == 0
-    others = {"do53", "dot", "doh"} - {protocol}
+    # The lab's QUIC front relays DoQ and DoH3 to unbound over Do53: the resolver counts those as Do53.
+    counted_as = "do53" if protocol in ("doq", "doh3") else protocol
+    others = {"do53", "dot", "doh"} - {counted_as}
     assert all(result.proof["resolver_queries"][t] == 0 for t in others)
+    packets = result.proof["client_packets"]
+    assert packets[f"{protocol}_resolver"] > 0 and packets[f"{protocol}_answered"] > 0
+    if protocol == "doh3":  # HTTP/3 and not the HTTP/2 fallback: no TCP connection to the endpoint's port
+        assert packets["doh3_fallback"] == 0
 
     har = read_har(Path(result.har_path))
     page = HarParser(har).pages[0]
@@ -220,3 +226,11 @@ def test_every_visit_records_the_dns_preferences_the_running_browser_holds(lab, 
     record = result.browser_dns
     assert record["profile"] == profile and record["differs"] == []
     assert record["values"] == wanted  # every name read back, none missing, none different
+
+
+def test_the_dot_stub_is_a_choice_and_dnsproxy_proves_dot_like_stubby(lab, tmp_path):
+    chosen = Visitor(lab, tmp_path, timeout=30.0, margin=10.0, stubs={"dot": "dnsproxy"})
+    result = chosen.visit_once(PAGE, "dot", "near")
+    assert result.error_class == "Successful", result.detail
+    assert result.proof["valid"] and result.arm["stub"] == "dnsproxy"
+    assert result.proof["resolver_queries"]["dot"] > 10

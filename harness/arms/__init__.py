@@ -18,10 +18,17 @@ for _module in pkgutil.iter_modules(__path__):
 
 
 def make_arm(
-    protocol: str, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000
+    protocol: str,
+    resolver: Resolver,
+    client: ClientSide,
+    persistent: bool = False,
+    idle_timeout_ms: int = 10_000,
+    stub: str | None = None,
 ) -> DnsArm:
-    """A new arm for ``protocol`` (one of `harness.protocols.browser_protocols()`)."""
-    return arm_class(protocol)(resolver, client, persistent=persistent, idle_timeout_ms=idle_timeout_ms)
+    """A new arm for ``protocol`` (one of `harness.protocols.browser_protocols()`); ``stub`` picks the stub
+    program of an arm that runs one (None: its default)."""
+    cls = arm_class(protocol)
+    return cls(resolver, client, persistent=persistent, idle_timeout_ms=idle_timeout_ms, stub=stub)
 
 
 __all__ = ["ClientSide", "DnsArm", "Resolver", "make_arm"]

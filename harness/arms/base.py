@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from harness import netns
+from harness.errors import HarnessError
 
 if TYPE_CHECKING:
     from harness.protocols import Protocol
@@ -85,12 +86,24 @@ class DnsArm(ABC):
 
     protocol: ClassVar[str]  # set by `register_arm`
     uses_stub: ClassVar[bool] = False  # the browser's queries go to a stub on the client's loopback first
+    stubs: ClassVar[tuple[str, ...]] = ()  # the stub programs it can run, its default first
 
-    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
+    def __init__(
+        self,
+        resolver: Resolver,
+        client: ClientSide,
+        persistent: bool = False,
+        idle_timeout_ms: int = 10_000,
+        stub: str | None = None,
+    ):
         self.resolver = resolver
         self.client = client
         self.persistent = persistent  # keep per-visit state (a stub and its connection) across visits
         self.idle_timeout_ms = idle_timeout_ms  # how long a stub keeps an idle connection to the resolver
+        if stub is not None and stub not in self.stubs:
+            have = ", ".join(self.stubs) or "none"
+            raise HarnessError(f"the {self.protocol} arm has no stub '{stub}' (it has: {have})")
+        self.stub_program = stub or (self.stubs[0] if self.stubs else None)  # the stub it runs, if any
 
     @property
     def transport(self) -> str:

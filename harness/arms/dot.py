@@ -1,4 +1,9 @@
-"""DoT: Stubby on 127.0.0.1:53 of the client namespace, TLS to the resolver's port 853.
+"""DoT: a stub on 127.0.0.1:53 of the client namespace, TLS to the resolver's port 853.
+
+The stub is Stubby (the reference study's) or dnsproxy (`stub="dnsproxy"`,
+harness/arms/dnsproxy.py): Stubby's first query on every new connection
+waits about 40 ms for Nagle (docs/visit.md), a cost of the stub, not of
+DoT, which dnsproxy does not pay. The record names the stub.
 
 Stubby authenticates the resolver by name against the lab CA
 (GETDNS_AUTHENTICATION_REQUIRED: no opportunistic fallback) and keeps its
@@ -16,11 +21,13 @@ import json
 from harness import netns
 from harness.accounts import BIND_LOW_PORT, helper
 from harness.arms.base import ClientSide, DnsArm, Resolver
+from harness.arms.dnsproxy import STAMP_DOT, STUB_ADDRESS, DnsproxyStub, log_size, stamp, verify_failed_since
 from harness.daemons import Daemon, terminate
 from harness.errors import HarnessError, require_program
 from harness.protocols import DO53, DOT, register_arm
 
-STUB_ADDRESS = "127.0.0.1"
+#: The DoT stubs a study may choose (`[arms] dot_stub`): the reference study's, then AdGuard's.
+STUBS = ("stubby", "dnsproxy")
 #: What Stubby (getdns) logs when the resolver's certificate does not verify, followed by OpenSSL's
 #: verify code: "<address> : Verify failed : TLS - *Failure* - (21) ...". A fixed marker, not prose.
 VERIFY_FAILED = b": Verify failed : "
@@ -29,12 +36,25 @@ VERIFY_FAILED = b": Verify failed : "
 @register_arm(DOT)
 class DotArm(DnsArm):
     uses_stub = True
+    stubs = STUBS
 
-    def __init__(self, resolver: Resolver, client: ClientSide, persistent: bool = False, idle_timeout_ms: int = 10_000):
-        super().__init__(resolver, client, persistent, idle_timeout_ms)
-        self.stub: Daemon | None = None
+    def __init__(
+        self,
+        resolver: Resolver,
+        client: ClientSide,
+        persistent: bool = False,
+        idle_timeout_ms: int = 10_000,
+        stub: str | None = None,
+    ):
+        super().__init__(resolver, client, persistent, idle_timeout_ms, stub)
+        self.stub: Daemon | None = None  # Stubby, when it is the stub
         self.log = client.run_dir / "logs" / "stubby.log"
         self.log_mark = 0  # the stub log's size when the visit began
+        self.proxy: DnsproxyStub | None = None
+        if self.stub_program == "dnsproxy":
+            upstream = stamp(STAMP_DOT, resolver.address, resolver.port(DOT), resolver.tls_name)
+            self.proxy = DnsproxyStub(f"dot-stub-{resolver.name}", client, upstream)
+            self.log = self.proxy.log
 
     def config(self) -> str:
         """Stubby's YAML configuration.
@@ -66,6 +86,11 @@ class DotArm(DnsArm):
         )
 
     def start(self) -> None:
+        if self.proxy is not None:
+            if not self.proxy.alive():
+                self.client.set_system_resolver(STUB_ADDRESS)
+                self.proxy.start()
+            return
         if self.stub is not None and self.stub.alive():
             return  # persistent stub, still running
         stubby = require_program("stubby", "stubby")
@@ -90,15 +115,16 @@ class DotArm(DnsArm):
             raise HarnessError(f"stubby did not listen on {STUB_ADDRESS}:{DO53.port} within 5 s (log: {self.log})")
 
     def problem(self) -> str | None:
-        if self.stub is None or not self.stub.alive():
-            return "the DoT stub (stubby) is not running"
-        return None
+        alive = self.proxy.alive() if self.proxy is not None else self.stub is not None and self.stub.alive()
+        return None if alive else f"the DoT stub ({self.stub_program}) is not running"
 
     def begin_visit(self) -> None:
-        self.log_mark = self.log.stat().st_size if self.log.exists() else 0
+        self.log_mark = log_size(self.log)
 
     def authentication_failed(self, trr_failure: str | None) -> bool:
-        """Stubby logged a certificate that did not verify since the visit began."""
+        """The stub logged a certificate that did not verify since the visit began."""
+        if self.proxy is not None:
+            return verify_failed_since(self.log, self.log_mark)
         try:
             with open(self.log, "rb") as f:
                 f.seek(self.log_mark)
@@ -112,6 +138,8 @@ class DotArm(DnsArm):
             self.stop()
 
     def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
         if self.stub is not None:
             terminate([self.stub.pid] if self.stub.alive() else [], grace=1.0)
             self.stub = None
@@ -119,8 +147,9 @@ class DotArm(DnsArm):
     def describe(self) -> dict:
         return {
             **super().describe(),
-            "stub": "stubby",
+            "stub": self.stub_program,
             "tls_name": self.resolver.tls_name,
             "stub_persistent": self.persistent,
-            "idle_timeout_ms": self.idle_timeout_ms,
+            # dnsproxy has no idle timeout of its own to set: it keeps the connection while it runs.
+            "idle_timeout_ms": self.idle_timeout_ms if self.proxy is None else None,
         }

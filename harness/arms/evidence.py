@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from harness.arms.base import Resolver
 
 TABLE = "dnsstudy_proof"
+#: How long a resolver's statistics may take: unbound answers in milliseconds unless it hangs.
+CONTROL_TIMEOUT_S = 10
 STUB_COUNTER = "stub_loopback"  # plain DNS to a stub on 127.0.0.0/8:53
 
 
@@ -45,7 +47,8 @@ IN_KINDS = ("accepted", "refused", "answered")
 def client_counter_names() -> list[str]:
     """Every client-side counter: per protocol of the registry, where its packets went and what came back."""
     per_protocol = [f"{p.name}_{kind}" for p in protocols() for kind in OUT_KINDS + IN_KINDS]
-    return [STUB_COUNTER, ICMP_COUNTER] + per_protocol
+    fallbacks = [f"{p.name}_fallback" for p in protocols() if p.carrier == "udp"]
+    return [STUB_COUNTER, ICMP_COUNTER] + per_protocol + fallbacks
 
 
 def forbidden_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
@@ -66,9 +69,20 @@ def required_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
 
 def resolver_counters(control_config: Path) -> dict[str, int]:
     """Queries an unbound resolver received so far per transport it counts: do53 (UDP and plain TCP), dot, doh."""
-    done = subprocess.run(
-        ["unbound-control", "-c", str(control_config), "stats_noreset"], capture_output=True, text=True, timeout=10
-    )
+    try:
+        done = subprocess.run(
+            ["unbound-control", "-c", str(control_config), "stats_noreset"],
+            capture_output=True,
+            text=True,
+            timeout=CONTROL_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        # A frozen resolver (SIGSTOP, a deadlock) still looks alive in /proc: the timeout is what shows it.
+        # The control file is named after the resolver's daemon (resolver-NAME.conf).
+        raise HarnessError(
+            f"{control_config.stem} does not answer: unbound-control stats_noreset timed out after "
+            f"{CONTROL_TIMEOUT_S} s ({control_config})"
+        ) from None
     if done.returncode != 0:
         raise HarnessError(
             f"cannot read resolver statistics ({control_config}): {done.stderr.strip() or done.stdout.strip()}"
@@ -82,10 +96,14 @@ def resolver_counters(control_config: Path) -> dict[str, int]:
     return {f"{DO53.name}_udp": total - tcp, f"{DO53.name}_tcp": tcp - tls, DOT.name: tls - https, DOH.name: https}
 
 
-def _nft(namespace: str, args: list[str], script: str | None = None) -> str:
-    done = subprocess.run(
-        netns.command(namespace, ["nft", *args]), input=script, capture_output=True, text=True, timeout=10
-    )
+def nft(namespace: str, args: list[str], script: str | None = None) -> str:
+    """Run nft in ``namespace`` (a script on stdin with ["-f", "-"]); a one-line HarnessError if it fails."""
+    try:
+        done = subprocess.run(
+            netns.command(namespace, ["nft", *args]), input=script, capture_output=True, text=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"nft in namespace {namespace} did not finish in 10 s") from None
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
         raise HarnessError(f"nft in namespace {namespace} failed: {first}")
@@ -125,6 +143,9 @@ def _protocol_rules(p: Protocol, resolver: str, port: int) -> list[str]:
             f"ip daddr {resolver} {l4} dport {port} {new}counter name {p.name}_connections",
             f"ip daddr != 127.0.0.0/8 ip daddr != {resolver} {l4} dport {p.port} {new}counter name {p.name}_other",
         ]
+    if p.carrier == "udp":  # attempts at the TCP twin of a QUIC port (DoH3's HTTP/2 fallback), for the record
+        syn = "tcp flags & (syn | ack) == syn"
+        rules.append(f"ip daddr {resolver} tcp dport {port} {syn} counter name {p.name}_fallback")
     return rules
 
 
@@ -137,7 +158,8 @@ def reset_client_counters(namespace: str, resolver: Resolver) -> None:
     address = str(ipaddress.IPv4Address(resolver.address))  # validated: it goes into an nft script
     out = [f"ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport {DO53.port} counter name {STUB_COUNTER}"]
     out += [rule for p in protocols() for rule in _protocol_rules(p, address, resolver.port(p))]
-    into = [f"icmp type destination-unreachable counter name {ICMP_COUNTER}"]
+    # Not from loopback: a stub answering a query the browser gave up on draws a port unreachable there.
+    into = [f"ip saddr != 127.0.0.0/8 icmp type destination-unreachable counter name {ICMP_COUNTER}"]
     into += [rule for p in protocols() for rule in _reply_rules(p, address, resolver.port(p))]
     counters = "".join(f"  counter {name} {{ }}\n" for name in client_counter_names())
     script = f"""
@@ -152,7 +174,7 @@ table inet {TABLE} {{
 {_lines(into)}  }}
 }}
 """
-    _nft(namespace, ["-f", "-"], script)
+    nft(namespace, ["-f", "-"], script)
 
 
 def _lines(rules: list[str]) -> str:
@@ -161,7 +183,7 @@ def _lines(rules: list[str]) -> str:
 
 def client_counters(namespace: str) -> dict[str, int]:
     """Packets counted since the last reset, by counter name."""
-    data = json.loads(_nft(namespace, ["-j", "list", "counters", "table", "inet", TABLE]))
+    data = json.loads(nft(namespace, ["-j", "list", "counters", "table", "inet", TABLE]))
     found = {item["counter"]["name"]: item["counter"]["packets"] for item in data["nftables"] if "counter" in item}
     return {name: found.get(name, 0) for name in client_counter_names()}
 
@@ -245,7 +267,9 @@ def path_failure(protocol: str, packets: dict[str, int], authentication_failed: 
             return "unreachable"
         if p.carrier == "tcp" and not count("accepted"):
             return "connect-timeout"
-        return "timeout"  # accepted (or sent over UDP), and not a byte came back
+        if p.carrier == "udp" and p.encrypted:
+            return "connect-timeout"  # QUIC: not even the handshake was answered
+        return "timeout"  # accepted (or plain DNS sent over UDP), and not a byte came back
     if authentication_failed:  # the server spoke TLS, and the client refused what it said
         return "tls-auth"
     if count("refused"):
