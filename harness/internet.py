@@ -497,7 +497,7 @@ class InternetSide(Place):
         return [(ns["client"], CLIENT_IF), (ns["shaper"], SHAPER_CLIENT_IF), (ns["shaper"], SHAPER_SERVER_IF)]
 
     def probe_peer(self) -> None:
-        return None  # no echo or iperf3 peer on the Internet: the timer's RTTs are the check there
+        return None  # no echo or rate peer on the Internet: the timer's RTTs are the check there
 
     def describe(self) -> dict[str, str]:
         return {"place": f"{self.kind}:{self.name}", "interface": self.config.interface}

@@ -46,7 +46,7 @@ class PlaceStatus(Protocol):
 
 @dataclass(frozen=True)
 class ProbePeer:
-    """Where a link check's echo and iperf3 server run: a namespace beyond the shaper, and its address."""
+    """Where a link check's echo and rate receiver run: a namespace beyond the shaper, and its address."""
 
     client_namespace: str
     server_namespace: str

@@ -58,7 +58,7 @@ def estimate(loaded: LoadedStudy, measured: dict[str, list[float]]) -> Estimate:
     per_network = len(loaded.sites) * len(s.configurations)
     medians = {n: statistics.median(measured[n]) for n in s.networks if measured.get(n)}
     missing = [n for n in s.networks if n not in medians]
-    check_s = s.link_check.probes * 0.01 + 2 * s.link_check.seconds + 2  # probe train, iperf3 both ways, set-up
+    check_s = s.link_check.probes * 0.01 + 1.5 * s.link_check.seconds + 1  # probes, both directions' rates at once
     round_s = None if missing else sum(per_network * medians[n] + check_s for n in s.networks)
     budget = s.duration_days * DAY_S if s.duration_days else None
     return Estimate(

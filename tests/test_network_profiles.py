@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from harness.errors import HarnessError
@@ -64,3 +66,137 @@ def test_impossible_values_and_unknown_keys_are_refused_by_file_and_key(tmp_path
 def test_unknown_profile_name_lists_the_known_ones():
     with pytest.raises(HarnessError, match="no network profile '5g'.*4g"):
         load_link_profile("5g")
+
+
+# The rate check (harness/shaping/check.py): its plans for every shipped profile, its estimator on a
+# simulated token bucket, and its verdict. The lab tests in test_shaping.py run it on real links.
+
+SHAPED = [(name, way) for name in available_profiles() for way in ("uplink", "downlink")]
+FRAME_BITS = 8 * 1514  # a full Ethernet frame: what the check sends on the lab's veths
+
+
+def token_bucket(arrivals: list[float], rate_bps: float, burst_bits: float, frame_bits: int) -> list[float]:
+    """Departure times of frames reaching a token bucket (full at the start, queue unlimited) at ``arrivals``."""
+    tokens, clock, last, departures = burst_bits, 0.0, 0.0, []
+    for arrival in arrivals:
+        now = max(arrival, last)
+        tokens = min(burst_bits, tokens + (now - clock) * rate_bps)
+        clock = now
+        if tokens < frame_bits:  # wait for the missing tokens
+            now += (frame_bits - tokens) / rate_bps
+            tokens, clock = frame_bits, now
+        tokens -= frame_bits
+        last = now
+        departures.append(now)
+    return departures
+
+
+def offered_flow(plan, loss_percent: float, jitter_ms: float, seed: int = 13) -> list[float]:
+    """The check's flow as it reaches the bottleneck: paced, thinned by the loss, delayed in order by the jitter."""
+    import random
+
+    rng = random.Random(seed)
+    gap = plan.frame_bits / plan.offered_bps
+    times, latest = [], 0.0
+    for k in range(math.ceil(1.5 * plan.span_s / gap)):
+        if rng.random() < loss_percent / 100:
+            continue
+        latest = max(latest, k * gap + rng.uniform(-1, 1) * jitter_ms / 1000)  # the delayer keeps the order
+        times.append(latest)
+    return times
+
+
+def stamps(times: list[float]) -> list[int]:
+    return [round(t * 1e9) for t in times]
+
+
+def test_the_rate_verdict_holds_within_the_tolerance_only():
+    from harness.shaping.check import rate_ok
+
+    assert rate_ok(1.049, 1.0) is True and rate_ok(0.951, 1.0) is True
+    assert rate_ok(1.051, 1.0) is False and rate_ok(0.949, 1.0) is False
+    assert rate_ok(None, 1.0) is False  # a rate to check, and nothing measured: the link is off
+    assert rate_ok(4000.0, None) is None and rate_ok(None, None) is None  # no rate set: nothing to judge
+
+
+@pytest.mark.parametrize("name, way", SHAPED)
+def test_every_shipped_rate_gets_a_plan_that_overloads_it_and_is_long_enough(name, way):
+    from harness.shaping.check import (
+        RATE_OVERLOAD,
+        RATE_PRECISION,
+        TBF_BURST_BYTES,
+        TIMER_SLIP_S,
+        WINDOW_FRAMES,
+        plan_rate,
+    )
+
+    direction = getattr(load_link_profile(name), way)
+    plan = plan_rate(direction, FRAME_BITS)
+    if direction.rate_mbit is None:
+        assert plan is None  # unlimited (wired): no rate to check, no time spent
+        return
+    assert plan is not None and plan.rate_bps == direction.rate_mbit * 1e6
+    after_loss = plan.offered_bps * (1 - direction.loss_percent / 100)
+    assert after_loss == pytest.approx((1 + RATE_OVERLOAD) * plan.rate_bps)
+    assert plan.warmup_s * RATE_OVERLOAD * plan.rate_bps > 8 * TBF_BURST_BYTES  # the bucket's burst is spent
+    assert plan.window_s * plan.rate_bps >= WINDOW_FRAMES * FRAME_BITS  # enough frames
+    assert plan.window_s >= 2 * TIMER_SLIP_S / RATE_PRECISION  # and long enough
+    longer = plan_rate(direction, FRAME_BITS, least_window_s=7.0)  # a study may ask for longer
+    assert longer is not None and longer.window_s == 7.0
+
+
+def test_the_test_lasts_longer_at_3g_than_at_4g_because_it_needs_frames_not_seconds():
+    from harness.shaping.check import plan_rate
+
+    slow = plan_rate(load_link_profile("3g").downlink, FRAME_BITS)
+    fast = plan_rate(load_link_profile("4g").downlink, FRAME_BITS)
+    assert slow is not None and fast is not None
+    assert slow.warmup_s > 2 * fast.warmup_s and slow.window_s > fast.window_s
+    assert slow.span_s < 3.0  # and a 3G check still fits a block's start
+
+
+@pytest.mark.parametrize("name, way", [s for s in SHAPED if load_link_profile(s[0]).model_dump()[s[1]]["rate_mbit"]])
+def test_the_estimate_lands_on_the_buckets_rate_and_the_warmup_is_what_keeps_it_there(name, way):
+    from harness.shaping.check import TBF_BURST_BYTES, bottleneck_rate, plan_rate, rate_ok
+
+    direction = getattr(load_link_profile(name), way)
+    plan = plan_rate(direction, FRAME_BITS)
+    assert plan is not None
+    out = token_bucket(
+        offered_flow(plan, direction.loss_percent, direction.jitter_ms),
+        plan.rate_bps,
+        8 * TBF_BURST_BYTES,
+        FRAME_BITS,
+    )
+    measured = bottleneck_rate(stamps(out), FRAME_BITS, plan.warmup_s)
+    assert measured is not None and measured.frames >= 100
+    assert measured.bps == pytest.approx(plan.rate_bps, rel=0.002)
+    first_second = [t for t in out if t <= 1.0]  # a one-second test that counts the bucket's burst
+    burst_included = bottleneck_rate(stamps(first_second), FRAME_BITS, 0.0)
+    assert burst_included is not None and burst_included.bps > measured.bps
+    if plan.rate_bps <= 1e6:  # at 3G that alone puts a right link off target
+        assert not rate_ok(burst_included.bps / 1e6, direction.rate_mbit)
+
+
+@pytest.mark.parametrize("name, way", [s for s in SHAPED if load_link_profile(s[0]).model_dump()[s[1]]["rate_mbit"]])
+def test_a_link_with_no_bottleneck_reads_off_target(name, way):
+    """A faster link passes the whole flow: thinned by the loss (seeds vary it), it still reads too high."""
+    from harness.shaping.check import bottleneck_rate, plan_rate, rate_ok
+
+    direction = getattr(load_link_profile(name), way)
+    plan = plan_rate(direction, FRAME_BITS)
+    assert plan is not None
+    for seed in range(5):
+        measured = bottleneck_rate(
+            stamps(offered_flow(plan, direction.loss_percent, direction.jitter_ms, seed)), FRAME_BITS, plan.warmup_s
+        )
+        assert measured is not None
+        assert rate_ok(measured.bps / 1e6, direction.rate_mbit) is False, (seed, measured)
+
+
+def test_nothing_arriving_is_no_rate():
+    from harness.shaping.check import bottleneck_rate
+
+    assert bottleneck_rate([], FRAME_BITS, 0.5) is None
+    assert bottleneck_rate([1_000_000_000], FRAME_BITS, 0.0) is None
+    assert bottleneck_rate([0, 10**8], FRAME_BITS, 0.5) is None  # all within the warm-up
