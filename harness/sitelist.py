@@ -1,7 +1,9 @@
 """Site lists as data: the lab's plain list and Tranco lists (CSV or the zip the Tranco site serves).
 
-A Tranco list is `rank,domain` per line. We refuse what would silently
-change a study: a malformed row, a rank out of order, a duplicate domain.
+A Tranco list is `rank,domain` per line; some exports start with that very
+header line (`rank,domain`, in any case), which is skipped. We refuse what
+would silently change a study: a malformed row, a rank out of order, a
+duplicate domain.
 Internationalized names are turned into their `xn--` form (the form DNS
 and the browser's address bar use), and the list says how many were.
 
@@ -45,6 +47,8 @@ _INVISIBLE = {
 }
 #: Tranco names its downloads tranco_<ID>.csv / tranco_<ID>-1m.csv.zip.
 _LIST_ID_IN_NAME = re.compile(r"tranco_([A-Z0-9]{4,6})(?:[-_.]|$)")
+#: The header line some Tranco exports carry (compared lower-cased, and only as the file's first line).
+_TRANCO_HEADER = ["rank", "domain"]
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,8 @@ def load_tranco(path: Path, list_id: str | None = None) -> RankedList:
     for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
+        if number == 1 and [field.lower() for field in row] == _TRANCO_HEADER:
+            continue  # a header names the columns; anywhere else it is a malformed row, refused below
         if len(row) != 2:
             raise HarnessError(f"{where}:{number}: expected 'rank,domain', got {len(row)} field(s): {','.join(row)!r}")
         rank_text, name = row[0].strip(), row[1]

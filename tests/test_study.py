@@ -196,7 +196,7 @@ def test_the_schedule_spreads_rounds_and_says_whether_the_plan_fits(tmp_path):
     per_network = len(loaded.sites) * 6  # visits per network per round
     fast = estimate(loaded, {"wired": [3.0, 3.0, 30.0], "4g": [4.0]})
     assert fast.seconds_per_visit == {"wired": 3.0, "4g": 4.0}
-    assert fast.total_s == pytest.approx(4 * (per_network * 7.0 + 2 * (200 * 0.01 + 2 * 2.0 + 2)))
+    assert fast.total_s == pytest.approx(4 * (per_network * 7.0 + 2 * (200 * 0.01 + 1.5 * 2.0 + 1)))
     assert fast.fits and "fits in the study's 2.0 days" in fast.summary()
     slow = estimate(loaded, {"wired": [3000.0], "4g": [4000.0]})
     assert slow.fits is False and "does NOT fit" in slow.summary()
@@ -255,3 +255,36 @@ def test_the_browsers_dns_profile_and_lab_faults_are_study_keys(tmp_path):
     internet = text.replace('target = "lab"', 'target = "internet"').replace('["near", "far"]', '["cloudflare"]')
     with pytest.raises(HarnessError, match=r"net.toml:\d+: faults: .*only a lab study applies lab faults"):
         load_study(str(write_study(tmp_path, internet, "net.toml")))
+
+
+@pytest.mark.parametrize(
+    "header", ["rank,domain", "Rank,Domain", "RANK,DOMAIN", "\ufeffrank,domain", '"rank","domain"']
+)
+def test_a_tranco_list_with_a_header_line_is_read_without_it(tmp_path, header):
+    path = tmp_path / "tranco_X5Y7N.csv"
+    path.write_text(f"{header}\r\n1,google.com\r\n2,facebook.com\r\n", encoding="utf-8")
+    assert load_tranco(path).ranks == {1: "google.com", 2: "facebook.com"}
+    archive = tmp_path / "tranco_X5Y7N-1m.csv.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("top-1m.csv", f"{header}\n1,google.com\n2,facebook.com\n")
+    assert load_tranco(archive).ranks == {1: "google.com", 2: "facebook.com"}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # Only the first line may be the header, and only exactly `rank,domain`.
+        ("1,a.com\nrank,domain\n2,b.com\n", r"list.csv:2: rank must be a positive integer, got 'rank'"),
+        ("\nrank,domain\n1,a.com\n", r"list.csv:2: rank must be a positive integer, got 'rank'"),
+        ("rank,site\n1,a.com\n", r"list.csv:1: rank must be a positive integer, got 'rank'"),
+        ("rank,domain,extra\n1,a.com\n", r"list.csv:1: expected 'rank,domain', got 3 field"),
+        ("rank , domain\n1,a.com\n", r"list.csv:1: rank must be a positive integer, got 'rank'"),
+        ("rank,domain\n", r"list.csv: the list has no rows"),
+        ("rank,domain\n1,a.com\nx,b.com\n", r"list.csv:3: rank must be a positive integer, got 'x'"),
+    ],
+)
+def test_anything_but_a_first_header_line_is_still_refused_naming_the_line(tmp_path, text, message):
+    path = tmp_path / "list.csv"
+    path.write_text(text)
+    with pytest.raises(HarnessError, match=message):
+        load_tranco(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from harness import __version__
-from harness.cli import analysis, bench, crawl, internet, lab, net, timer, visit
+from harness.cli import analysis, bench, crawl, internet, lab, net, status, timer, visit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,6 +29,7 @@ for command in (
     crawl.study,
     crawl.crawl,
     crawl.demo,
+    status.status,
     analysis.analyze,
     analysis.export,
 ):

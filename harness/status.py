@@ -1,0 +1,152 @@
+"""`dnsstudy status STORE`: where the crawls of a store stand, read without disturbing a crawl that writes it.
+
+The store is opened read-only (`Store.read_only`) and read in one short
+read transaction: with WAL (the store's journal mode) that never blocks the
+crawler; without it, a shared lock of milliseconds, which the crawler's
+busy timeout waits out. Whether the crawler is alive comes from the
+store's `crawler` record (harness/crawler.py): its pid must still name the
+process that started at the recorded tick, in the same boot, on this host.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.crawler import Identity, liveness
+from harness.progress import RECENT_VISITS, finish_time, iso_unix, recent_rate, round_starts
+from harness.store import Store
+
+#: A study's state, and what `dnsstudy status` exits with when it is the most pressing of the store.
+EXIT_CODES = {"finished": 0, "stopped": 1, "running": 3}
+
+
+@dataclass
+class StudyStatus:
+    """One study of the store, as `dnsstudy status` shows it."""
+
+    study_id: str
+    state: str  # finished, running, stopped
+    why: str  # one line: who runs it, or how it ended
+    done: int
+    total: int
+    crawler: dict | None  # the store's record, with `liveness`: alive, dead, elsewhere
+    rate_per_hour: float | None  # over the last 15 min of visits
+    last_visit_at: float | None  # Unix time the newest visit started
+    eta: float | None  # Unix time the plan is done: running at the rate, or if resumed now
+    configurations: list[dict] = field(default_factory=list)
+    blocks: list[dict] = field(default_factory=list)
+    harness_failures: list[dict] = field(default_factory=list)
+    counted_failures: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class StoreStatus:
+    """Every study of one store."""
+
+    path: str
+    journal_mode: str
+    studies: list[StudyStatus]
+
+    @property
+    def exit_code(self) -> int:
+        """3 if a crawl runs, else 1 if a study is unfinished, else 0 (also for a store with no study)."""
+        codes = {EXIT_CODES[s.state] for s in self.studies}
+        return 3 if 3 in codes else max(codes, default=0)
+
+    def to_dict(self) -> dict:
+        return {
+            "store": self.path,
+            "journal_mode": self.journal_mode,
+            "exit_code": self.exit_code,
+            "studies": [s.to_dict() for s in self.studies],
+        }
+
+
+def store_status(path: Path, failures: int = 5, now: float | None = None) -> StoreStatus:
+    """Read the status of every study in the store at ``path`` (HarnessError if it is not a store)."""
+    store = Store.read_only(path)
+    try:
+        store.db.execute("BEGIN")  # one snapshot for every figure; a read transaction only
+        try:
+            studies = [_study(store, sid, failures, time.time() if now is None else now) for sid in store.study_ids()]
+            mode = store.journal_mode()
+        finally:
+            store.db.execute("COMMIT")
+    finally:
+        store.close()
+    return StoreStatus(str(path), mode, studies)
+
+
+def _study(store: Store, sid: str, failures: int, now: float) -> StudyStatus:
+    done, total = store.progress(sid)
+    times = sorted(t for t in (iso_unix(started) for started, _wall in store.recent_visits(sid, RECENT_VISITS)) if t)
+    rate = recent_rate(times)
+    crawler = store.crawler(sid)
+    state, why = _state(crawler, done, total)
+    eta = None
+    if rate and done < total:
+        study = (store.study_config(sid) or {}).get("study", {})
+        starts = round_starts(store.study_started_at(sid) or now, study.get("rounds") or 1, study.get("duration_days"))
+        eta = finish_time(now, store.planned_by_round(sid), rate, starts)
+    return StudyStatus(
+        study_id=sid,
+        state=state,
+        why=why,
+        done=done,
+        total=total,
+        crawler=crawler,
+        rate_per_hour=rate,
+        last_visit_at=times[-1] if times else None,
+        eta=eta,
+        configurations=_configurations(store, sid),
+        blocks=store.blocks_overview(sid),
+        harness_failures=store.harness_failures(sid, failures),
+        counted_failures=store.counted_failures(sid, failures),
+    )
+
+
+def _state(crawler: dict | None, done: int, total: int) -> tuple[str, str]:
+    """(state, why) from the crawler record (given its `liveness`, added here) and the progress."""
+    finished = total > 0 and done == total
+    if crawler is None:  # never crawled since crawls record themselves
+        return ("finished", "the plan is done") if finished else ("stopped", "no crawler recorded in this store")
+    who = f"crawler pid {crawler['pid']} on {crawler['hostname']}, started {_local(crawler['started_at'])}"
+    if crawler["ended_at"] is None:
+        crawler["liveness"] = liveness(
+            Identity(crawler["pid"], crawler["pid_started"], crawler["boot_id"], crawler["hostname"])
+        )
+        if crawler["liveness"] == "alive":
+            return "running", f"{who}, alive"
+        if crawler["liveness"] == "elsewhere":
+            return "running", f"{who}: another host, so whether it is alive cannot be told from here"
+        state = "finished" if finished else "stopped"
+        return state, f"{who}, died without ending (killed, crashed, or the machine went down)"
+    crawler["liveness"] = "ended"
+    ending = crawler["ending"] or "ended"
+    return ("finished" if finished else "stopped"), f"{who}, ended {_local(crawler['ended_at'])}: {ending}"
+
+
+def _configurations(store: Store, sid: str) -> list[dict]:
+    """Success per configuration, in the study's order of resolvers and protocols."""
+    study = (store.study_config(sid) or {}).get("study", {})
+    resolvers, protocols = study.get("resolvers") or [], study.get("protocols") or []
+
+    def order(row: tuple) -> tuple:
+        r, p = row[0], row[1]
+        return (resolvers.index(r) if r in resolvers else len(resolvers), r, _index(protocols, p), p)
+
+    keys = ("resolver", "protocol", "done", "visits", "successful", "counted")
+    return [dict(zip(keys, row, strict=True)) for row in sorted(store.configuration_counts(sid), key=order)]
+
+
+def _index(items: list, item: object) -> int:
+    return items.index(item) if item in items else len(items)
+
+
+def _local(unix: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(unix))
