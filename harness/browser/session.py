@@ -73,6 +73,24 @@ return {uri: document.documentURI, title: document.title,
 """
 
 
+# Paint timing as the page's own Performance Timeline reports it, in ms from navigation start: First
+# Contentful Paint from the paint entries; Largest Contentful Paint from a buffered observer (LCP entries are
+# not kept in the timeline's buffer), its last candidate once the buffered ones are delivered.
+_PAINT = """
+const done = arguments[arguments.length - 1];
+const paint = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint');
+const fcp = paint ? paint.startTime : null;
+let lcp = null;
+try {
+  const observer = new PerformanceObserver(list => { for (const e of list.getEntries()) lcp = e.startTime; });
+  observer.observe({type: 'largest-contentful-paint', buffered: true});
+  setTimeout(() => { observer.disconnect(); done({fcp: fcp, lcp: lcp}); }, PAINT_WAIT_MS);
+} catch (e) { done({fcp: fcp, lcp: null}); }
+"""
+#: How long the buffered LCP entries get to arrive (they come in a task of their own, well within this).
+PAINT_WAIT_MS = 100
+
+
 @dataclass
 class NavigationReport:
     """Everything a session observed; classification happens elsewhere."""
@@ -89,6 +107,7 @@ class NavigationReport:
     watchdog_fired: bool = False
     phases: dict[str, float] = field(default_factory=dict)
     trr_failure: str | None = None  # the error page's TRR-only failure id, e.g. ...-trr-only-timeout
+    paint: dict = field(default_factory=dict)  # fcp and lcp in ms from navigation start, None where not reported
     prefs: dict = field(default_factory=dict)  # values read back from the running browser
 
 
@@ -286,6 +305,7 @@ class BrowserSession:
             if report.driver_failure is None:
                 seen = driver.execute_script(_NAVIGATION)
                 report.document_uri, report.trr_failure = seen["uri"], seen.get("trr")
+                report.paint = _paint(driver) if not seen["uri"].startswith("about:") else {}
                 report.page = _page_info(url, seen)
                 report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
                 report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []
@@ -307,6 +327,15 @@ class BrowserSession:
             return driver.execute_script(script, *args)
         finally:
             driver.execute("SET_CONTEXT", {"context": "content"})
+
+
+def _paint(driver: webdriver.Remote) -> dict:
+    """FCP and LCP of the loaded page; empty if the page could not report them (never a driver failure)."""
+    try:
+        found = driver.execute_async_script(_PAINT.replace("PAINT_WAIT_MS", str(PAINT_WAIT_MS)))
+    except WebDriverException:
+        return {}
+    return {k: found.get(k) for k in ("fcp", "lcp")} if isinstance(found, dict) else {}
 
 
 def _first_line(exc: BaseException) -> str:
