@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from analysis.bytecost import MODELLED, client_bytes  # noqa: E402
+from analysis.metrics import ONLOAD, Metric, get_metric  # noqa: E402
 from analysis.pairs import Cell, Configuration, differences, load_time_table, protocol_order  # noqa: E402
 from analysis.settings import AnalysisSettings  # noqa: E402
 from analysis.stats import DAGGER, PairStatistics  # noqa: E402
@@ -80,8 +81,9 @@ def _failure_note(statuses: pd.Series) -> str:
 
 def grid_figure(cells: list[Cell], order: list[Configuration], network: str, settings: AnalysisSettings) -> plt.Figure:
     """The pairwise grid: below the diagonal, CDFs of row - column with the median marked and the cell shaded by
-    the median's sign and size; above it, each pair's statistics."""
+    the median's sign and size; above it, each pair's statistics. The title names the cells' metric."""
     labels, thresholds, large = settings.labels, settings.grid.thresholds_ms, settings.grid.large_difference_ms
+    metric = get_metric(cells[0].metric) if cells else ONLOAD
     n = len(order)
     fig, axes = plt.subplots(n, n, figsize=(1.9 * n + 1, 1.7 * n + 1.2), squeeze=False)
     by_pair = {(c.row, c.column): c for c in cells}
@@ -131,7 +133,8 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
     for i, row in enumerate(order):
         axes[i][0].set_ylabel(labels.configuration(*row), fontsize=7)
     fig.suptitle(
-        f"{labels.network(network)}: paired page-load time, row minus column (s). Dashed: median, dotted: mean.\n"
+        f"{labels.network(network)}: paired {metric.label} times, row minus column (s). "
+        f"Dashed: median, dotted: mean.\n"
         f"Red: row slower, blue: row faster, by the median; shade past {', '.join(f'{t:g}' for t in thresholds)} ms."
         f"\n{DAGGER} and a dashed purple frame: the median and the mean disagree in sign.",
         fontsize=8,
@@ -178,16 +181,19 @@ def _symmetric(values: np.ndarray) -> tuple[float, float]:
     return -edge, edge
 
 
-def protocol_figure(visits: pd.DataFrame, resolver: str, settings: AnalysisSettings) -> plt.Figure:
-    """Per network, protocol against protocol for one resolver (the reference study's Fig. 4)."""
-    labels = settings.labels
+def protocol_figure(
+    visits: pd.DataFrame, resolver: str, settings: AnalysisSettings, metric: Metric | str = ONLOAD
+) -> plt.Figure:
+    """Per network, protocol against protocol for one resolver (the reference study's Fig. 4), paired on
+    ``metric`` (onLoad, the paper's, unless told)."""
+    labels, metric = settings.labels, get_metric(metric)
     networks = list(dict.fromkeys(visits["network"].astype(str)))
     protocols = [
         p for p in protocol_order(visits) if ((visits["resolver"] == resolver) & (visits["protocol"] == p)).any()
     ]
     fig, axes = plt.subplots(1, len(networks), figsize=(3.2 * len(networks), 3.0), squeeze=False, sharey=True)
     for ax, network in zip(axes[0], networks, strict=True):
-        table = load_time_table(visits, network)
+        table = load_time_table(visits, network, metric)
         for later, earlier in [(b, a) for a, b in combinations(protocols, 2)]:
             d = differences(table, (resolver, later), (resolver, earlier)) / 1000
             if not len(d):
@@ -202,10 +208,12 @@ def protocol_figure(visits: pd.DataFrame, resolver: str, settings: AnalysisSetti
             )
         ax.axvline(0, color="grey", linewidth=0.6)
         ax.set_title(labels.network(network))
-        ax.set_xlabel("page-load time difference (s)")
+        ax.set_xlabel(f"{metric.short} difference (s)")
         ax.legend(fontsize=6, loc="lower right")
     axes[0][0].set_ylabel("CDF of sites")
-    fig.suptitle(f"{labels.resolver(resolver)}: protocol against protocol, paired by site and round", fontsize=9)
+    fig.suptitle(
+        f"{labels.resolver(resolver)}: {metric.label}, protocol against protocol, paired by site and round", fontsize=9
+    )
     fig.tight_layout()
     return fig
 

@@ -1,9 +1,11 @@
 """Paired page-load differences: the same site, in the same round and crawl, under two configurations.
 
-Only visits that are Successful under both configurations are paired; a
-site that failed under either is left out of that pair (and only that
-pair). The grid compares every two configurations (resolver, protocol)
-of a network; each cell is the row's load time minus the column's.
+Only visits that are Successful under both configurations, and have the
+metric (analysis/metrics.py) under both, are paired; a site that failed
+or lacks the metric under either is left out of that pair (and only that
+pair, of that metric's grid). The grid compares every two configurations
+(resolver, protocol) of a network; each cell is the row's value of the
+metric (onLoad unless told) minus the column's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.metrics import ONLOAD, Metric, get_metric
 from analysis.settings import AnalysisSettings
 from analysis.stats import PairStatistics, compare
 
@@ -35,13 +38,22 @@ def configurations(visits: pd.DataFrame) -> list[Configuration]:
     return sorted(map(tuple, pairs.to_numpy()), key=lambda c: (resolvers.index(c[0]), rank.get(c[1], len(rank)), c[1]))
 
 
-def load_time_table(visits: pd.DataFrame, network: str) -> pd.DataFrame:
-    """Successful onLoad times of one network: one row per (crawl, round, site), one column per configuration."""
-    ok = visits[(visits["network"] == network) & (visits["error_class"] == "Successful") & visits["on_load_ms"].notna()]
+def measured(visits: pd.DataFrame, metric: Metric | str = ONLOAD) -> pd.Series:
+    """Which visits count for ``metric``: Successful, and the browser reported the metric."""
+    column = get_metric(metric).column
+    return (visits["error_class"] == "Successful") & visits[column].notna()
+
+
+def load_time_table(visits: pd.DataFrame, network: str, metric: Metric | str = ONLOAD) -> pd.DataFrame:
+    """Successful visits' ``metric`` (onLoad unless told) on one network: one row per (crawl, round, site), one
+    column per configuration. A visit without the metric is left out, so a site with onLoad but no FCP under
+    one configuration drops out of that configuration's FCP pairs only."""
+    column = get_metric(metric).column
+    ok = visits[(visits["network"] == network) & measured(visits, metric)]
     table = ok.pivot_table(
         index=["study_id", "round", "site"],
         columns=["resolver", "protocol"],
-        values="on_load_ms",
+        values=column,
         aggfunc="first",
         observed=True,
     )
@@ -66,14 +78,21 @@ class Cell:
     column: Configuration
     differences: np.ndarray
     statistics: PairStatistics
+    metric: str = ONLOAD.name  # the registry name (analysis/metrics.py) of what was paired
 
 
 def grid(
-    visits: pd.DataFrame, network: str, settings: AnalysisSettings, order: list[Configuration] | None = None
+    visits: pd.DataFrame,
+    network: str,
+    settings: AnalysisSettings,
+    order: list[Configuration] | None = None,
+    metric: Metric | str = ONLOAD,
 ) -> list[Cell]:
-    """Every ordered pair of distinct configurations of ``network`` (row i, column j, i != j)."""
+    """Every ordered pair of distinct configurations of ``network`` (row i, column j, i != j), paired on
+    ``metric`` (onLoad, the paper's, unless told)."""
     order = order or configurations(visits)
-    table = load_time_table(visits, network)
+    metric = get_metric(metric)
+    table = load_time_table(visits, network, metric)
     s, g = settings.statistics, settings.grid
     cells: list[Cell] = []
     done: dict[tuple[Configuration, Configuration], Cell] = {}
@@ -83,13 +102,13 @@ def grid(
                 continue
             mirror = done.get((column, row))
             if mirror is not None:  # the same pairs, the other way round: negate rather than recompute
-                cell = Cell(network, row, column, -mirror.differences, mirror.statistics.negated())
+                cell = Cell(network, row, column, -mirror.differences, mirror.statistics.negated(), metric.name)
             else:
                 d = differences(table, row, column)
                 st = compare(
                     d, s.confidence, g.indistinguishable_ms, g.thresholds_ms, s.min_pairs, g.large_difference_ms
                 )
-                cell = Cell(network, row, column, d, st)
+                cell = Cell(network, row, column, d, st, metric.name)
             done[(row, column)] = cell
             cells.append(cell)
     return cells
@@ -101,6 +120,7 @@ def grid_frame(cells: list[Cell], labels) -> pd.DataFrame:
         [
             {
                 "network": c.network,
+                "metric": c.metric,
                 "row": labels.configuration(*c.row),
                 "column": labels.configuration(*c.column),
                 **c.statistics.to_dict(),

@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis import figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
+from analysis.metrics import Metric, file_stem
 from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
 from analysis.results import Results, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, AnalysisSettings, load_settings
@@ -33,7 +34,10 @@ class Report:
 
 
 def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte_model: Path = DEFAULT_MODEL) -> Report:
-    """Read the stores and write every figure and table, and report.html, under ``out``."""
+    """Read the stores and write every figure and table, and report.html, under ``out``.
+
+    The grids, tables of pairs and protocol figures are drawn once per metric the profile names
+    (`[grid] metrics`); the resolution CDFs, the success tables and the byte cost are not per metric."""
     started = time.monotonic()
     settings = load_settings(profile)
     results = load(stores)
@@ -56,6 +60,8 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         frame = tables.timer_failure_details(timings, settings)
         report.tables += tables.write_table(frame, out / "tables" / "timer-failure-details", caption)
     sections.append(_summary(results, settings))
+    if not visits.empty:
+        sections.append(_coverage(report, results, settings))
     for network in networks:
         label = settings.labels.network(network)
         parts = [f"<h2>{html.escape(label)}</h2>"]
@@ -63,50 +69,138 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             fig = figures.resolution_cdf(timings, network, settings)
             parts.append(_figure(report, fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
             parts.append(_timer_failures(timings[timings["network"] == network], settings))
-        sub = visits[visits["network"] == network]
-        if not sub.empty:
+        if (visits["network"] == network).any():
             order = configurations(visits)
-            cells = grid(visits, network, settings, order)
-            frame = grid_frame(cells, settings.labels)
-            report.tables += tables.write_table(
-                frame,
-                out / "tables" / f"pairs-{network}",
-                f"Paired page-load differences, {label} (row minus column, ms; shares of pairs with the row "
-                f"slower or faster by more than {settings.grid.large_difference_ms:g} ms; sign_disagrees: the "
-                f"median and the mean have opposite signs, and the verdict reads the median only)",
-            )
-            fig = figures.grid_figure(cells, order, network, settings)
-            parts.append(_figure(report, fig, f"grid-{network}", f"Pairwise grid, {label}"))
-            parts.append(_disagreements(cells, settings))
-            parts.append(_verdicts(cells, settings))
+            parts += [
+                _pairs(report, results, network, metric, order, settings) for metric in settings.grid.metric_list()
+            ]
         sections.append("\n".join(parts))
 
     if not visits.empty:
-        parts = ["<h2>Protocol against protocol, per resolver</h2>"]
-        for resolver in dict.fromkeys(visits["resolver"].astype(str)):
-            if visits[visits["resolver"] == resolver]["protocol"].nunique() > 1:
-                fig = figures.protocol_figure(visits, resolver, settings)
-                parts.append(_figure(report, fig, f"protocols-{resolver}", settings.labels.resolver(resolver)))
-        sections.append("\n".join(parts))
-        parts = ["<h2>Success and errors</h2>"]
-        for taxonomy in tables.TAXONOMIES:
-            frame = tables.outcome_table(visits, taxonomy, settings)
-            caption = f"Outcome of visits per network, resolver and protocol ({taxonomy} taxonomy, % of visits)"
-            report.tables += tables.write_table(frame, out / "tables" / f"outcomes-{taxonomy}", caption)
-            parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
-        frame = tables.success_differences(visits, settings)
-        caption = (
-            f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points)"
-        )
-        report.tables += tables.write_table(frame, out / "tables" / "success-differences", caption)
-        parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
-        sections.append("\n".join(parts))
+        sections.append(_protocols(report, results, settings))
+        sections.append(_outcomes(report, visits, settings))
 
     fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
     sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
     report.html.write_text(_page(sections, settings))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _pairs(
+    report: Report,
+    results: Results,
+    network: str,
+    metric: Metric,
+    order: list[Configuration],
+    settings: AnalysisSettings,
+) -> str:
+    """One metric's grid on one network: its table of pairs, figure, marked pairs and every pair's statistics,
+    after a note of the Successful visits that lack the metric. When none has it there is no grid (every cell
+    would say "no pairs"), only a sentence saying why."""
+    label = settings.labels.network(network)
+    sub = results.visits[results.visits["network"] == network]
+    missing, successful = tables.without_metric(sub, metric)
+    head = f"<h3>{html.escape(metric.label)}</h3>"
+    if successful and missing == successful:
+        return head + f'<p class="missing">{html.escape(_all_missing(results, label, metric, successful))}</p>'
+    cells = grid(results.visits, network, settings, order, metric)
+    report.tables += tables.write_table(
+        grid_frame(cells, settings.labels),
+        report.out / "tables" / file_stem("pairs", metric, network),
+        f"Paired {metric.label} differences, {label} (row minus column, {metric.unit}; shares of pairs with the "
+        f"row slower or faster by more than {settings.grid.large_difference_ms:g} ms; sign_disagrees: the "
+        f"median and the mean have opposite signs, and the verdict reads the median only)",
+    )
+    fig = figures.grid_figure(cells, order, network, settings)
+    caption = f"Pairwise grid of {metric.label}, {label}"
+    note = ""
+    if missing:
+        note = (
+            f'<p class="missing">{missing} of {successful} Successful visits on {html.escape(label)} have no '
+            f"{html.escape(metric.label)}: they are left out of this grid's pairs (and only this grid's).</p>"
+        )
+    return "".join(
+        [
+            head,
+            note,
+            _figure(report, fig, file_stem("grid", metric, network), caption),
+            _disagreements(cells, settings),
+            _verdicts(cells, settings),
+        ]
+    )
+
+
+def _all_missing(results: Results, where: str, metric: Metric, successful: int) -> str:
+    """Why a metric has no grid: the stores that predate its column, or else a browser that reported none."""
+    stores = results.lacking.get(metric.column, [])
+    why = (
+        f"{', '.join(stores)} {'predates' if len(stores) == 1 else 'predate'} the {metric.column} column"
+        if stores
+        else "the browser reported none"
+    )
+    return f"No {metric.label} grid for {where}: the metric is missing from all {successful} Successful visits ({why})."
+
+
+def _protocols(report: Report, results: Results, settings: AnalysisSettings) -> str:
+    """Protocol against protocol per resolver (Fig. 4), once per metric that any Successful visit has."""
+    visits = results.visits
+    parts = ["<h2>Protocol against protocol, per resolver</h2>"]
+    resolvers = [
+        r
+        for r in dict.fromkeys(visits["resolver"].astype(str))
+        if visits[visits["resolver"] == r]["protocol"].nunique() > 1
+    ]
+    for metric in settings.grid.metric_list():
+        missing, successful = tables.without_metric(visits, metric)
+        if successful and missing == successful:
+            parts.append(
+                f'<p class="missing">{html.escape(_all_missing(results, "any network", metric, successful))}</p>'
+            )
+            continue
+        for resolver in resolvers:
+            fig = figures.protocol_figure(visits, resolver, settings, metric)
+            caption = f"{settings.labels.resolver(resolver)}, {metric.label}"
+            parts.append(_figure(report, fig, file_stem("protocols", metric, resolver), caption))
+    return "\n".join(parts)
+
+
+def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
+    """The success and error tables in both taxonomies, and the success-rate differences (not per metric)."""
+    parts = ["<h2>Success and errors</h2>"]
+    for taxonomy in tables.TAXONOMIES:
+        frame = tables.outcome_table(visits, taxonomy, settings)
+        caption = f"Outcome of visits per network, resolver and protocol ({taxonomy} taxonomy, % of visits)"
+        report.tables += tables.write_table(frame, report.out / "tables" / f"outcomes-{taxonomy}", caption)
+        parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
+    frame = tables.success_differences(visits, settings)
+    caption = f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points)"
+    report.tables += tables.write_table(frame, report.out / "tables" / "success-differences", caption)
+    parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
+    return "\n".join(parts)
+
+
+def _coverage(report: Report, results: Results, settings: AnalysisSettings) -> str:
+    """How many Successful visits lack each of the profile's metrics: a sentence per metric, and the counts per
+    network and configuration (also written as the `metric-coverage` table)."""
+    metrics = settings.grid.metric_list()
+    items = []
+    for metric in metrics:
+        missing, successful = tables.without_metric(results.visits, metric)
+        stores = results.lacking.get(metric.column)
+        why = f"; {', '.join(stores)} predate{'s' if len(stores) == 1 else ''} its column" if stores else ""
+        items.append(
+            f"<li>{html.escape(metric.label)}: {missing} of {successful} Successful visits lack it{html.escape(why)}"
+            "</li>"
+        )
+    frame = tables.metric_coverage(results.visits, metrics, settings)
+    caption = "Successful visits per network and configuration, and how many of them lack each metric"
+    report.tables += tables.write_table(frame, report.out / "tables" / "metric-coverage", caption)
+    return (
+        f"<h2>Metrics</h2><p>Grids are drawn for {', '.join(html.escape(m.label) for m in metrics)}. A Successful "
+        f"visit without a metric is left out of that metric's pairs only.</p><ul>{''.join(items)}</ul>"
+        f"<details><summary>{html.escape(caption)}</summary>{frame.to_html(index=False)}</details>"
+    )
 
 
 def _figure(report: Report, fig: plt.Figure, name: str, caption: str) -> str:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
+
+from analysis.metrics import METRICS
 
 #: The store schema this package reads (docs/store.md).
 SCHEMA_VERSION = 1
@@ -35,7 +38,15 @@ VISIT_COLUMNS = [
     "paper_2019",
     "counted",
     "on_load_ms",
+    "fcp_ms",
+    "lcp_ms",
+    "dcl_ms",
 ]
+#: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
+#: as if every visit had none (NaN), so older crawls still analyse.
+OPTIONAL_VISIT_COLUMNS = ("fcp_ms", "lcp_ms", "dcl_ms")
+#: The columns of the metrics a grid can be drawn for (analysis/metrics.py), always read as floats.
+METRIC_COLUMNS = tuple(m.column for m in METRICS.values())
 TIMING_COLUMNS = [
     "study_id",
     "block",
@@ -67,6 +78,8 @@ class Results:
     environment: pd.DataFrame
     sources: list[str]
     planned: int  # visits planned, done or not
+    #: An optional visits column -> the stores that do not have it (written before it existed).
+    lacking: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -103,15 +116,30 @@ _CATEGORIES = (
 _CHUNK = 200_000
 
 
-def _read_visits(db: sqlite3.Connection) -> pd.DataFrame:
-    """Done visits, read in chunks that are made categorical at once (the peak stays near the result's size)."""
+def _absent_columns(db: sqlite3.Connection) -> list[str]:
+    """The optional visits columns this store does not have."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(visits)")}
+    return [c for c in OPTIONAL_VISIT_COLUMNS if c not in have]
+
+
+def _read_visits(db: sqlite3.Connection, absent: list[str]) -> pd.DataFrame:
+    """Done visits, read in chunks that are made categorical at once (the peak stays near the result's size).
+
+    ``absent`` columns are not selected (the store predates them) but come back all NaN, so every frame
+    has the same columns whichever stores it was read from."""
     chunks = []
+    selected = [c for c in VISIT_COLUMNS if c not in absent]
     for chunk in pd.read_sql_query(
-        f"SELECT {', '.join(VISIT_COLUMNS)} FROM visits WHERE status = 'done'", db, chunksize=_CHUNK
+        f"SELECT {', '.join(selected)} FROM visits WHERE status = 'done'", db, chunksize=_CHUNK
     ):
         for column in _CATEGORIES:
             chunk[column] = chunk[column].astype("category")
-        chunks.append(chunk)
+        for column in absent:
+            chunk[column] = np.nan
+        # A chunk whose column is all NULL comes back as object dtype: make every metric float, as one with values is.
+        for column in METRIC_COLUMNS:
+            chunk[column] = chunk[column].astype("float64")
+        chunks.append(chunk[VISIT_COLUMNS])
     if not chunks:
         return pd.DataFrame({c: pd.Series(dtype="category" if c in _CATEGORIES else "float") for c in VISIT_COLUMNS})
     return _concat_categorical(chunks)
@@ -160,11 +188,15 @@ def load(paths: list[Path] | Path) -> Results:
     frames: dict[str, list[pd.DataFrame]] = {"visits": [], "timings": [], "link_checks": [], "environment": []}
     planned = 0
     order: list[str] = []
+    lacking: dict[str, list[str]] = {}
     for path in paths:
         db = connect(Path(path))
         try:
             order += _protocol_order(db)
-            frames["visits"].append(_read_visits(db))
+            absent = _absent_columns(db)
+            for column in absent:
+                lacking.setdefault(column, []).append(str(path))
+            frames["visits"].append(_read_visits(db, absent))
             frames["timings"].append(pd.read_sql_query(f"SELECT {', '.join(TIMING_COLUMNS)} FROM timings", db))
             frames["link_checks"].append(
                 pd.read_sql_query("SELECT study_id, block, network, backend, problem, record FROM link_checks", db)
@@ -184,4 +216,5 @@ def load(paths: list[Path] | Path) -> Results:
         environment=joined["environment"],
         sources=[str(p) for p in paths],
         planned=planned,
+        lacking=lacking,
     )

@@ -5,7 +5,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from analysis.metrics import METRICS, Metric, unknown
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles" / "analysis"
 DEFAULT_PROFILE = PROFILE_DIR / "paper-2019.toml"
@@ -19,6 +21,23 @@ class GridSettings(_Strict):
     thresholds_ms: tuple[float, float, float]
     indistinguishable_ms: float = Field(gt=0)
     large_difference_ms: float = Field(gt=0)  # the "slower/faster by more than" of each cell's two shares
+    # The metrics to pair and draw (analysis/metrics.py), in report order. Defaults to the paper's alone, so a
+    # profile written before paint metrics existed reads as it always did.
+    metrics: list[str] = Field(default=["onload"], min_length=1)
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, names: list[str]) -> list[str]:
+        """Refuse unknown or repeated metric names, naming them and the known ones."""
+        if bad := unknown(names):
+            raise ValueError(f"unknown metric {', '.join(map(repr, bad))} (known: {', '.join(METRICS)})")
+        if len(set(names)) != len(names):
+            raise ValueError(f"a metric is named twice in {names}")
+        return names
+
+    def metric_list(self) -> list[Metric]:
+        """The profile's metrics, resolved."""
+        return [METRICS[n] for n in self.metrics]
 
 
 class StatisticsSettings(_Strict):
@@ -68,4 +87,6 @@ def load_settings(path: Path = DEFAULT_PROFILE) -> AnalysisSettings:
         raise ValueError(f"{path}: invalid TOML: {exc}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ValueError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        # A validator's own ValueError reads better without pydantic's "Value error, " in front of it.
+        message = str(first["ctx"]["error"]) if first["type"] == "value_error" else first["msg"]
+        raise ValueError(f"{path}: {'.'.join(map(str, first['loc']))}: {message}") from None

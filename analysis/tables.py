@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.metrics import Metric
 from analysis.pairs import configurations
 from analysis.settings import AnalysisSettings
 from analysis.stats import rate_difference, wilson_interval
@@ -86,6 +87,35 @@ def success_differences(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.
                     "differs": bool(low > 0 or high < 0) if n1 and n2 else False,
                 }
             )
+    return pd.DataFrame(rows)
+
+
+def without_metric(visits: pd.DataFrame, metric: Metric) -> tuple[int, int]:
+    """(Successful visits without ``metric``, Successful visits): those are left out of the metric's pairs."""
+    successful = visits[visits["error_class"].astype(str) == "Successful"]
+    return int(successful[metric.column].isna().sum()), len(successful)
+
+
+def metric_coverage(visits: pd.DataFrame, metrics: list[Metric], settings: AnalysisSettings) -> pd.DataFrame:
+    """One row per (network, resolver, protocol): its Successful visits and, per metric, how many of them lack it.
+    A metric the browser often fails to report under one configuration would pair that configuration on fewer,
+    perhaps different, sites: this is where a reader sees it."""
+    labels = settings.labels
+    rows = []
+    for network in _networks(visits):
+        sub = visits[visits["network"] == network]
+        for resolver, protocol in configurations(visits):
+            mine = sub[(sub["resolver"] == resolver) & (sub["protocol"] == protocol)]
+            if mine.empty:
+                continue
+            row: dict[str, object] = {
+                "network": labels.network(network),
+                "resolver": labels.resolver(resolver),
+                "protocol": labels.protocol(protocol),
+                "Successful": int((mine["error_class"].astype(str) == "Successful").sum()),
+            }
+            row.update({f"no {m.short}": without_metric(mine, m)[0] for m in metrics})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

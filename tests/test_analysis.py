@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -13,15 +14,16 @@ import pytest
 
 from analysis.bytecost import client_bytes, load_sizes
 from analysis.export import export
-from analysis.figures import resolution_cdf
+from analysis.figures import grid_figure, resolution_cdf
+from analysis.metrics import METRICS
 from analysis.pairs import configurations, grid
 from analysis.report import analyze
-from analysis.results import ResultsError, load
+from analysis.results import OPTIONAL_VISIT_COLUMNS, VISIT_COLUMNS, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, load_settings
 from analysis.stats import DAGGER, PairStatistics, compare, median_interval, rate_difference, verdict_text
 from analysis.tables import outcome_table, success_differences, timer_failure_details, timer_failures
 from harness.store import Store
-from tests.synthetic import make_store, ok
+from tests.synthetic import make_store, ok, without_paint_columns
 
 SETTINGS = load_settings()
 A, B = ("a", "do53"), ("b", "do53")
@@ -156,6 +158,112 @@ def test_the_report_tables_and_marks_cells_whose_median_and_mean_disagree(tmp_pa
     assert "<td>row faster</td>" not in page and "<td>row slower</td>" not in page  # never unqualified
 
 
+def painted(n, r, i, res, p):
+    """FCP and LCP well apart from onLoad, with b 300 ms faster to first paint (and 200 ms slower to onLoad, see
+    `slower_onload`); b reports no FCP on sites 0-4, and DOMContentLoaded is never reported."""
+    fcp = None if (res == "b" and i < 5) else 300 + 13 * i + 7 * r - (300 if res == "b" else 0)
+    return {"fcp_ms": fcp, "lcp_ms": 600 + 13 * i + (50 if res == "b" else 0)}
+
+
+def slower_onload(n, r, i, res, p):
+    if res == "a" and i == 39:
+        return "Page-load Timeout", None, "Page-load Timeout"  # not Successful: no onLoad, and no paint either
+    return ok(base_time(i, r) + (200 if res == "b" else 0))
+
+
+def test_the_fcp_grid_pairs_fcp_times_and_leaves_out_only_visits_without_fcp(tmp_path):
+    store = make_store(tmp_path / "s.sqlite", slower_onload, rounds=2, paints=painted)
+    visits = load(store).visits
+    assert visits["fcp_ms"].dtype == float and visits["dcl_ms"].isna().all()
+    assert visits[visits["error_class"] != "Successful"][["fcp_ms", "lcp_ms"]].isna().all().all()
+    onload = cell(grid(visits, "wired", SETTINGS), B, A).statistics
+    fcp = cell(grid(visits, "wired", SETTINGS, metric="fcp"), B, A).statistics
+    lcp = cell(grid(visits, "wired", SETTINGS, metric="lcp"), B, A).statistics
+    assert onload.pairs == 2 * 39 and onload.median_ms == pytest.approx(200)  # site 39 timed out under a
+    assert fcp.pairs == 2 * (39 - 5) and fcp.median_ms == pytest.approx(-300) and fcp.verdict == "row faster"
+    assert lcp.pairs == 2 * 39 and lcp.median_ms == pytest.approx(50)  # b's missing FCP does not touch LCP
+
+    report = analyze([store], tmp_path / "out")
+    names = {p.name for p in report.figures + report.tables}
+    assert {"grid-wired.png", "grid-fcp-wired.png", "grid-fcp-wired.pdf"} <= names
+    assert {"pairs-wired.csv", "pairs-fcp-wired.csv", "pairs-fcp-wired.tex", "metric-coverage.csv"} <= names
+    assert not any("lcp" in name for name in names)  # drawn only for the profile's metrics: onload, fcp
+    tables = {
+        m: pd.read_csv(tmp_path / f"out/tables/{stem}.csv").set_index(["row", "column"])
+        for m, stem in (("onload", "pairs-wired"), ("fcp", "pairs-fcp-wired"))
+    }
+    assert tables["onload"].loc[("B Do53", "A Do53"), "median_ms"] == pytest.approx(200)
+    assert tables["fcp"].loc[("B Do53", "A Do53"), "median_ms"] == pytest.approx(-300)
+    assert set(tables["fcp"]["metric"]) == {"fcp"} and set(tables["onload"]["metric"]) == {"onload"}
+    assert (
+        "Paired First Contentful Paint differences, Wired" in (tmp_path / "out/tables/pairs-fcp-wired.md").read_text()
+    )
+    coverage = pd.read_csv(tmp_path / "out/tables/metric-coverage.csv").set_index("resolver")
+    assert coverage.loc["B", "Successful"] == 80 and coverage.loc["B", "no FCP"] == 10
+    assert coverage.loc["A", "Successful"] == 78 and coverage.loc["A", "no onLoad"] == 0
+    page = report.html.read_text()
+    assert "First Contentful Paint: 10 of 158 Successful visits lack it" in page
+    assert "onLoad: 0 of 158 Successful visits lack it" in page
+    assert "10 of 158 Successful visits on Wired have no First Contentful Paint" in page
+    assert "Pairwise grid of First Contentful Paint, Wired (grid-fcp-wired.png" in page
+
+
+def test_the_grid_figure_is_titled_with_its_metric(tmp_path):
+    visits = load(make_store(tmp_path / "s.sqlite", slower_onload, paints=painted)).visits
+    for metric, title in (("fcp", "paired First Contentful Paint times"), ("onload", "paired onLoad times")):
+        fig = grid_figure(grid(visits, "wired", SETTINGS, metric=metric), [A, B], "wired", SETTINGS)
+        assert title in fig.get_suptitle()
+        plt.close(fig)
+
+
+def test_a_store_from_before_the_paint_columns_still_analyses_and_says_fcp_is_missing(tmp_path):
+    # Every metric is read; the ones a store may predate are exactly the paint and loading columns.
+    assert {m.column for m in METRICS.values()} <= set(VISIT_COLUMNS)
+    assert set(OPTIONAL_VISIT_COLUMNS) == {"fcp_ms", "lcp_ms", "dcl_ms"}
+    old = without_paint_columns(make_store(tmp_path / "old.sqlite", slower_onload))
+    with closing(sqlite3.connect(old)) as db:
+        assert "fcp_ms" not in {row[1] for row in db.execute("PRAGMA table_info(visits)")}
+    results = load(old)
+    assert results.lacking == {"fcp_ms": [str(old)], "lcp_ms": [str(old)], "dcl_ms": [str(old)]}
+    assert results.visits["fcp_ms"].isna().all() and results.visits["fcp_ms"].dtype == float
+    assert all(c.statistics.pairs == 0 for c in grid(results.visits, "wired", SETTINGS, metric="fcp"))
+
+    report = analyze([old], tmp_path / "out")
+    names = {p.name for p in report.figures + report.tables}
+    assert {"grid-wired.png", "pairs-wired.csv"} <= names
+    assert not any("fcp" in name for name in names)  # no empty FCP grid, table or protocol figure
+    assert cell(grid(results.visits, "wired", SETTINGS), B, A).statistics.median_ms == pytest.approx(200)
+    page = report.html.read_text()
+    assert (
+        f"No First Contentful Paint grid for Wired: the metric is missing from all 79 Successful visits "
+        f"({old} predates the fcp_ms column)." in page
+    )
+    assert f"First Contentful Paint: 79 of 79 Successful visits lack it; {old} predates its column" in page
+
+    new = make_store(tmp_path / "new.sqlite", slower_onload, paints=painted)  # read with an old store: one frame
+    both = load([old, new])
+    assert both.lacking["fcp_ms"] == [str(old)] and both.visits["fcp_ms"].notna().sum() == 79 - 5
+
+
+def test_an_unknown_metric_in_the_profile_is_a_one_line_error(tmp_path):
+    text = DEFAULT_PROFILE.read_text()
+    assert 'metrics = ["onload", "fcp"]' in text and SETTINGS.grid.metrics == ["onload", "fcp"]
+    profile = tmp_path / "p.toml"
+    profile.write_text(text.replace('metrics = ["onload", "fcp"]', 'metrics = ["onload", "ttfb", "fp"]'))
+    with pytest.raises(ValueError) as error:
+        load_settings(profile)
+    message = str(error.value)
+    assert message == f"{profile}: grid.metrics: unknown metric 'ttfb', 'fp' (known: onload, fcp, lcp, dcl)"
+    store = make_store(tmp_path / "s.sqlite", slower_onload)
+    with pytest.raises(ValueError, match="unknown metric 'ttfb'"):
+        analyze([store], tmp_path / "out", profile)
+    profile.write_text(text.replace('metrics = ["onload", "fcp"]', 'metrics = ["fcp", "fcp"]'))
+    with pytest.raises(ValueError, match=r"grid.metrics: a metric is named twice"):
+        load_settings(profile)
+    profile.write_text(text.replace('metrics = ["onload", "fcp"]', ""))  # a profile from before: the paper's alone
+    assert load_settings(profile).grid.metrics == ["onload"]
+
+
 def test_timer_failures_are_counted_beside_the_resolution_cdfs(tmp_path):
     error = {"status": "error", "error": "TLS authentication failed"}
     timings = {
@@ -243,12 +351,16 @@ def test_the_report_has_every_figure_and_table_in_three_formats_and_is_self_cont
         networks=("wired", "4g"),
         configurations=configs,
         timings=timings,
+        paints=lambda n, r, i, res, p: {"fcp_ms": base_time(i, r) / 3 + rng.gauss(0, 10)},
     )
     report = analyze([store], tmp_path / "out")
     names = {p.name for p in report.figures}
     for stem in (
         "grid-wired",
         "grid-4g",
+        "grid-fcp-wired",
+        "grid-fcp-4g",
+        "protocols-fcp-cloudflare",
         "resolution-cdf-wired",
         "resolution-cdf-4g",
         "protocols-cloudflare",
@@ -256,7 +368,7 @@ def test_the_report_has_every_figure_and_table_in_three_formats_and_is_self_cont
     ):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
     tables = {p.name for p in report.tables}
-    for stem in ("outcomes-strict", "outcomes-paper-2019", "success-differences", "pairs-wired"):
+    for stem in ("outcomes-strict", "outcomes-paper-2019", "success-differences", "pairs-wired", "pairs-fcp-4g"):
         assert {f"{stem}.md", f"{stem}.csv", f"{stem}.tex"} <= tables
     page = report.html.read_text()
     assert "Cloudflare DoT" in page and page.count("data:image/png;base64,") == len(names) // 2
