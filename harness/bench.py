@@ -1,9 +1,11 @@
 """`dnsstudy bench`: the reference resolver benchmarks, over the lab's emulated link.
 
-Three benchmarks, configured by a profile under profiles/bench/:
+Four benchmarks, configured by a profile under profiles/bench/:
 loss sweep (throughput, latency and success as loss grows), repeat (mean and
-relative standard deviation of one name), and handshake (new-connection cost
-as a multiple of the path's RTT). Each returns raw timings and a table.
+relative standard deviation of one name), handshake (new-connection cost
+as a multiple of the path's RTT), and resumption (cold against resumed TLS
+handshakes, in RTTs; it needs a lab with `tls_resumption`). Each returns raw
+timings and a table.
 """
 
 from __future__ import annotations
@@ -64,16 +66,29 @@ class Handshake(_Strict):
     rtt_probes: int = Field(default=200, ge=10)
 
 
+class Resumption(_Strict):
+    samples: int = Field(gt=0)
+    protocols: list[str] = Field(min_length=1)
+    name: str = "www.lab.test"
+    network: str = "4g-symmetric"
+    # One lost packet costs a retransmission timeout, many RTTs: enough to hide
+    # the one RTT a resumption may save. Round trips are what this counts.
+    without_loss: bool = True
+    rtt_probes: int = Field(default=200, ge=10)
+
+
 class BenchProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     loss_sweep: LossSweep
     repeat: Repeat
     handshake: Handshake
+    resumption: Resumption | None = None  # profiles copied before it existed lack it
 
 
 def load_bench_profile(path: Path = DEFAULT_PROFILE) -> BenchProfile:
     profile = load_profile(path, BenchProfile)
-    for section in (profile.loss_sweep, profile.repeat, profile.handshake):
+    sections = (profile.loss_sweep, profile.repeat, profile.handshake, profile.resumption)
+    for section in (s for s in sections if s is not None):
         for protocol in section.protocols:
             if protocol not in timer_protocols():
                 raise HarnessError(
@@ -225,6 +240,15 @@ def repeat(place: Place, resolvers: list[Resolver], cfg: Repeat) -> BenchResult:
     )
 
 
+def _path_rtt(place: Place, link: LinkProfile, probes: int, bench: str) -> tuple[float, int]:
+    """The median RTT of ``probes`` UDP probes on the shaped path, and how many came back."""
+    wait = max(1.0, 3 * (link.round_trip()["added_rtt_ms"] + 4 * link.round_trip()["rtt_jitter_ms"]) / 1000)
+    rtts, _, _ = probe_rtt(place, probes, 0.01, wait)
+    if not rtts:
+        raise HarnessError(f"{bench} bench: no RTT probe came back; is the link up?")
+    return statistics.median(rtts), len(rtts)
+
+
 def handshake(place: Place, resolver: Resolver, cfg: Handshake) -> BenchResult:
     """New-connection handshake time per protocol, and its ratio to the path's RTT."""
     shaper, client = Shaper(place), place.client_side()
@@ -232,11 +256,7 @@ def handshake(place: Place, resolver: Resolver, cfg: Handshake) -> BenchResult:
     shaper.apply(link)
     rows, timings = [], []
     try:
-        wait = max(1.0, 3 * (link.round_trip()["added_rtt_ms"] + 4 * link.round_trip()["rtt_jitter_ms"]) / 1000)
-        rtts, _, _ = probe_rtt(place, cfg.rtt_probes, 0.01, wait)
-        if not rtts:
-            raise HarnessError("handshake bench: no RTT probe came back; is the link up?")
-        rtt = statistics.median(rtts)
+        rtt, probed = _path_rtt(place, link, cfg.rtt_probes, "handshake")
         for protocol in cfg.protocols:
             # A first connection warms the library (CA file, TLS contexts) and is not counted.
             got = time_names(
@@ -264,10 +284,92 @@ def handshake(place: Place, resolver: Resolver, cfg: Handshake) -> BenchResult:
         rows,
         timings,
         [
-            f"network {cfg.network}; RTT = median of {len(rtts)} UDP probes on the same path; "
+            f"network {cfg.network}; RTT = median of {probed} UDP probes on the same path; "
             "handshake = TCP + TLS setup (DoT, DoH) or the QUIC handshake (DoQ, DoH3); every sample a new connection"
         ],
     )
+
+
+def resumption(place: Place, resolver: Resolver, cfg: Resumption) -> BenchResult:
+    """Cold and resumed handshakes per protocol, and the first answer on each, in RTTs of the path.
+
+    Every sample opens a new connection: cold ones offer no TLS session, resumed ones the newest
+    session an earlier connection received. The resolver must issue session tickets (a lab with
+    `tls_resumption`). Two rows per protocol, cold then resumed (see _resumption_row).
+    """
+    shaper, client = Shaper(place), place.client_side()
+    link = load_link_profile(cfg.network)
+    if cfg.without_loss:
+        link = with_loss(link, 0.0)
+    shaper.apply(link)
+    rows, timings = [], []
+    try:
+        rtt, probed = _path_rtt(place, link, cfg.rtt_probes, "resumption")
+        for protocol in cfg.protocols:
+            names = [cfg.name] * (cfg.samples + 1)
+            # The first connection of each run is not counted: it warms the library (CA file, TLS context),
+            # and in the resumed run it is the full handshake that receives the first ticket.
+            cold = time_names(client, protocol, resolver, names, TimerSettings(reuse=False))[1:]
+            resumed = time_names(client, protocol, resolver, names, TimerSettings(reuse=False, resume=True))[1:]
+            rows += resumption_rows(protocol, rtt, cold, resumed)
+            timings += cold + resumed
+    finally:
+        shaper.clear()
+    return BenchResult(
+        "resumption",
+        rows,
+        timings,
+        [
+            f"network {link.name}; RTT {rtt:.2f} ms = median of {probed} UDP probes on the same path; "
+            f"resolver {resolver.name}; every sample a new connection",
+            "cold: no TLS session offered; resumed: the newest session of an earlier connection offered",
+            "handshake = TCP + TLS (DoT, DoH) or QUIC (DoQ, DoH3) until the query can be sent; "
+            "answer = the whole query on a new connection, handshake included (medians)",
+            "resumed counts the connections the server resumed, zero_rtt those whose query went in 0-RTT; "
+            "the medians take only the connections the row's kind says",
+        ],
+    )
+
+
+def resumption_rows(protocol: str, rtt_ms: float, cold: list[Timing], resumed: list[Timing]) -> list[dict]:
+    """One protocol's two rows: its cold connections, then its resumed ones."""
+    return [_resumption_row(protocol, "cold", rtt_ms, cold), _resumption_row(protocol, "resumed", rtt_ms, resumed)]
+
+
+def _resumption_row(protocol: str, kind: str, rtt_ms: float, timings: list[Timing]) -> dict:
+    """Median handshake (ms, RTTs) and first answer (RTTs) of one run's new connections, and what they resumed.
+
+    `resumed` and `zero_rtt` count the run's answered connections; the medians take only those that are
+    what ``kind`` says (cold: not resumed; resumed: resumed), so a refused resumption is not a fast cold one.
+    """
+    answered = [t for t in timings if t.ok and t.handshake_us is not None]
+    chosen = [t for t in answered if bool(t.resumed) == (kind == "resumed")]
+    handshake = (
+        statistics.median(t.handshake_us / 1000 for t in chosen if t.handshake_us is not None) if chosen else None
+    )
+    answer = statistics.median(t.ms for t in chosen if t.ms is not None) if chosen else None
+    return {
+        "protocol": protocol,
+        "kind": kind,
+        "samples": len(timings),
+        "resumed": sum(bool(t.resumed) for t in answered),
+        "zero_rtt": sum(bool(t.zero_rtt) for t in answered),
+        "handshake_ms": _r(handshake),
+        "handshake_rtts": None if handshake is None else round(handshake / rtt_ms, 2),
+        "answer_rtts": None if answer is None else round(answer / rtt_ms, 2),
+    }
+
+
+def _resumption_settings(lab: Lab, settings: BenchProfile) -> Resumption:
+    """The profile's [resumption] section, once checked that the lab's resolvers issue session tickets."""
+    if settings.resumption is None:
+        raise HarnessError("the bench profile has no [resumption] section (see profiles/bench/default.toml)")
+    if not lab.config.settings.tls_resumption:
+        raise HarnessError(
+            f"the lab profile {lab.config.source} sets no tls_resumption: its resolvers issue no TLS session "
+            "tickets, so DoT and DoH cannot resume; name a lab whose profile does (profiles/lab/resumption.toml)"
+        )
+    return settings.resumption
 
 
 def _quantile(values: list[float], q: float) -> float | None:
@@ -282,7 +384,10 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 
 def run(which: str, lab: Lab, resolvers: list[Resolver], settings: BenchProfile) -> list[BenchResult]:
-    """The benchmarks ``which`` names (loss, repeat, handshake or all); loss and handshake use the first resolver."""
+    """The benchmarks ``which`` names (loss, repeat, handshake, all, or resumption, which all leaves out:
+    it needs a lab with `tls_resumption`); loss, handshake and resumption use the first resolver."""
+    if which == "resumption":
+        return [resumption(lab, resolvers[0], _resumption_settings(lab, settings))]
     runs = []
     if which in ("loss", "all"):
         runs.append(loss_sweep(lab, resolvers[0], lab.web_hostnames(), settings.loss_sweep))

@@ -11,7 +11,7 @@ from harness.cli.common import console, lab_from, lab_options, one_line_errors
 
 
 @click.command("bench")
-@click.argument("which", type=click.Choice(["loss", "repeat", "handshake", "all"]))
+@click.argument("which", type=click.Choice(["loss", "repeat", "handshake", "all", "resumption"]))
 @click.option(
     "--bench-profile",
     default=None,
@@ -24,7 +24,7 @@ from harness.cli.common import console, lab_from, lab_options, one_line_errors
     multiple=True,
     default=("near",),
     show_default=True,
-    help="Lab resolver (repeat for several; loss and handshake use the first).",
+    help="Lab resolver (repeat for several; loss, handshake and resumption use the first).",
 )
 @click.option(
     "--results",
@@ -45,7 +45,11 @@ def bench(
     prefix: str | None,
     subnet: str | None,
 ) -> None:
-    """The reference resolver benchmarks: loss sweep, repeat (mean, RSD), handshake (ratio to RTT)."""
+    """The reference resolver benchmarks: loss sweep, repeat (mean, RSD), handshake (ratio to RTT).
+
+    `all` runs those three. `resumption` (cold against resumed TLS handshakes, in RTTs) needs a lab whose
+    profile sets tls_resumption = true, e.g. --profile profiles/lab/resumption.toml.
+    """
     from harness import bench as benchmarks
 
     settings = benchmarks.load_bench_profile(bench_profile or benchmarks.DEFAULT_PROFILE)

@@ -76,6 +76,10 @@ class LabSettings(_Strict):
     resolvers: list[Resolver] = Field(min_length=1, max_length=MAX_RESOLVERS)
     web_addresses: int = Field(ge=1, le=MAX_WEB_ADDRESSES)
     web: WebSettings
+    # Off: no resolver issues TLS 1.3 session tickets, so unbound's DoT and DoH are
+    # never resumed. On: unbound issues them and answers DoT without Nagle (docs/lab.md,
+    # "Resumption"). The QUIC front (dnsproxy) issues tickets and takes 0-RTT either way.
+    tls_resumption: bool = False
 
     @field_validator("prefix")
     @classmethod

@@ -31,7 +31,14 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig, RecursiveResolver
 from harness.lab.nginx import nginx_config
 from harness.lab.pageshape import load_page_shape
-from harness.lab.unbound import DOH3_PORT, DOQ_PORT, OPENSSL_CONF, authoritative_config, resolver_config
+from harness.lab.unbound import (
+    DOH3_PORT,
+    DOQ_PORT,
+    authoritative_config,
+    nodelay_env,
+    openssl_conf,
+    resolver_config,
+)
 from harness.lab.web import SyntheticWeb, build_web
 from harness.lab.webcache import ensure_web
 from harness.lab.zones import (
@@ -124,7 +131,7 @@ class Lab(Place):
         ]
 
     def probe_peer(self) -> ProbePeer:
-        """The echo and iperf3 server run in the server namespace on the authoritative's address."""
+        """The echo and the rate receiver run in the server namespace on the authoritative's address."""
         return ProbePeer(self.namespaces["client"], self.namespaces["server"], self.config.addresses.auth)
 
     def describe(self) -> dict[str, str]:
@@ -365,9 +372,14 @@ class Lab(Place):
         return daemons, [(auth, 53)]
 
     def _resolver_daemons(self, tls: _Tls) -> _Daemons:
-        """Per resolver: its certificate and configuration, its unbound and its QUIC front."""
+        """Per resolver: its certificate and configuration, its unbound and its QUIC front.
+
+        With `tls_resumption` unbound issues TLS 1.3 session tickets and runs with the DoT nodelay shim.
+        """
         cfg, run = self.config, self.run_dir
-        (run / "openssl.cnf").write_text(OPENSSL_CONF)
+        resumption = cfg.settings.tls_resumption
+        (run / "openssl.cnf").write_text(openssl_conf(resumption))
+        env = {"OPENSSL_CONF": str(run / "openssl.cnf")} | (nodelay_env() if resumption else {})
         daemons: list[Daemon] = []
         endpoints: list[_Endpoint] = []
         for i, r in enumerate(cfg.settings.resolvers):
@@ -382,7 +394,7 @@ class Lab(Place):
                     f"resolver-{r.name}",
                     ["unbound", "-d", "-c", str(conf)],
                     [f"{addr}:53", f"{addr}:853", f"{addr}:443"],
-                    env={"OPENSSL_CONF": str(run / "openssl.cnf")},
+                    env=env,
                 )
             )
             daemons.append(self._quic_front(r.name, addr, cert, tls.resolver_key_file))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.errors import HarnessError
 from harness.lab.config import LabConfig, LocalResolver, RecursiveResolver
+from harness.paths import PROJECT_ROOT
 
 DOT_PORT = 853
 DOH_PORT = 443
@@ -53,8 +55,10 @@ def _remote_control(socket: Path) -> list[str]:
 # handshake; Nagle then holds the first DoT answer until the client's delayed
 # ACK arrives: +40 ms on the first query of every DoT connection, measured in
 # this lab (0.25 ms with TLS 1.2 or without tickets). No public resolver we
-# compare against behaves like that, so lab resolvers send no tickets. This
-# costs nothing a fresh browser or stub could use (they never resume).
+# compare against behaves like that, so by default lab resolvers send no
+# tickets. This costs nothing a fresh browser or stub could use (they never
+# resume). A lab with `tls_resumption` sends tickets and lifts the stall
+# another way: see nodelay_env().
 OPENSSL_CONF = """openssl_conf = openssl_init
 [openssl_init]
 ssl_conf = ssl_module
@@ -64,6 +68,30 @@ system_default = tls_defaults
 MinProtocol = TLSv1.2
 NumTickets = 0
 """
+# OpenSSL's own default number of tickets per handshake.
+TICKETS_WHEN_RESUMING = 2
+
+
+def openssl_conf(resumption: bool) -> str:
+    """The resolvers' OpenSSL configuration: no TLS 1.3 session tickets, unless the lab resumes."""
+    if not resumption:
+        return OPENSSL_CONF
+    return OPENSSL_CONF.replace("NumTickets = 0", f"NumTickets = {TICKETS_WHEN_RESUMING}")
+
+
+def nodelay_env() -> dict[str, str]:
+    """What unbound's environment needs for TCP_NODELAY on its DoT connections (labs with tickets).
+
+    unbound 1.17 has no option for it, so a shim preloaded into unbound
+    (timer/nodelay/nodelay.c) sets it on every connection it accepts on the
+    DoT port: the ticket segment then no longer holds back the first answer
+    (measured in docs/lab.md, "Resumption"). The shim is installed beside
+    dnstimer (scripts/setup.sh builds both with timer/Makefile).
+    """
+    shim = (PROJECT_ROOT / "build" / "bin" / "dnstimer").resolve().with_name("nodelay.so")
+    if not shim.exists():
+        raise HarnessError(f"{shim} is missing: run 'bash scripts/setup.sh' (it builds unbound's DoT nodelay shim)")
+    return {"LD_PRELOAD": str(shim), "DNSSTUDY_NODELAY_PORTS": str(DOT_PORT)}
 
 
 def resolver_config(

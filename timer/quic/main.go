@@ -5,6 +5,13 @@
 //
 // QUIC sets up transport and TLS 1.3 in one handshake, so a new connection's
 // whole handshake is reported as tls_setup_us and tcp_setup_us is null.
+//
+// With --resume, TLS sessions (tickets) are kept across connections and a new
+// connection offers the newest; DoQ then sends its query in 0-RTT when the
+// ticket allows it, and tls_setup_us is the time until the connection could
+// carry the query, not the handshake's end. DoH3 posts its queries, and quic-go
+// sends no POST in 0-RTT (it is not replay-safe), so a resumed DoH3
+// connection still waits for its handshake.
 package main
 
 import (
@@ -39,7 +46,7 @@ type options struct {
 	timeout, idleTimeout                             time.Duration
 	concurrency                                      int
 	intervalMS, durationS                            float64
-	reuse                                            bool
+	reuse, resume                                    bool
 }
 
 // record is one line of output; the fields and their order are dnstimer's.
@@ -55,6 +62,8 @@ type record struct {
 	NewConnection bool    `json:"new_connection"`
 	TCPSetupUS    *int64  `json:"tcp_setup_us"`
 	TLSSetupUS    *int64  `json:"tls_setup_us"`
+	Resumed       *bool   `json:"resumed"`
+	ZeroRTT       *bool   `json:"zero_rtt"`
 	LocalPort     *int    `json:"local_port"`
 	Rcode         *int    `json:"rcode"`
 	Answers       *int    `json:"answers"`
@@ -68,11 +77,12 @@ type record struct {
 	Nagle         bool    `json:"nagle"`
 	Library       string  `json:"library"`
 	Reuse         bool    `json:"reuse"`
+	Resume        bool    `json:"resume"`
 }
 
 const usageLine = "usage: quictimer --protocol doq|doh3 --server IP --tls-name NAME [--port N] [--url URL] " +
 	"[--ca-file FILE] [--resolver LABEL] [--timeout-ms N] [--idle-timeout-ms N] [--concurrency N] " +
-	"[--interval-ms X] [--reuse=false] [--duration-s X] [NAMES_FILE]"
+	"[--interval-ms X] [--reuse=false] [--resume] [--duration-s X] [NAMES_FILE]"
 
 const (
 	maxConcurrency = 65535    // as dnstimer
@@ -144,11 +154,44 @@ type timer struct {
 	outMu   sync.Mutex
 }
 
+// dial opens a connection; it returns once the connection can carry a query:
+// at the end of the handshake, or at once when DoQ resumes with 0-RTT.
 func (t *timer) dial(ctx context.Context) (*quic.Conn, time.Duration, error) {
 	start := time.Now()
 	conf := &quic.Config{MaxIdleTimeout: t.opt.idleTimeout, HandshakeIdleTimeout: t.opt.timeout}
-	conn, err := quic.DialAddr(ctx, t.addr, t.tlsConf, conf)
+	dial := quic.DialAddr
+	if t.opt.resume && t.opt.protocol == "doq" {
+		dial = quic.DialAddrEarly
+	}
+	conn, err := dial(ctx, t.addr, t.tlsConf, conf)
 	return conn, time.Since(start), err
+}
+
+// resumption says whether conn resumed a TLS session and used 0-RTT, once its
+// handshake is over (a 0-RTT connection learns it when the server's flight
+// arrives, by the time the answer does); nil if it never ended.
+func resumption(ctx context.Context, conn *quic.Conn) (resumed, zeroRTT *bool) {
+	select {
+	case <-conn.HandshakeComplete():
+	case <-conn.Context().Done(): // closed before its handshake ended
+	case <-ctx.Done():
+	}
+	select {
+	case <-conn.HandshakeComplete():
+		state := conn.ConnectionState()
+		return &state.TLS.DidResume, &state.Used0RTT
+	default:
+		return nil, nil
+	}
+}
+
+// replace swaps c's connection for next (after the server rejected 0-RTT on it).
+func (c *connection) replace(old, next *quic.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == old {
+		c.conn = next
+	}
 }
 
 // get returns a live connection, dialling one if there is none. A query that
@@ -217,6 +260,7 @@ func (t *timer) exchange(ctx context.Context, r *record, msg *dns.Msg) error {
 			if local, ok := conn.LocalAddr().(*net.UDPAddr); ok {
 				r.LocalPort = &local.Port
 			}
+			defer func() { r.Resumed, r.ZeroRTT = resumption(ctx, conn) }()
 		}
 	}
 	if err != nil {
@@ -229,6 +273,13 @@ func (t *timer) exchange(ctx context.Context, r *record, msg *dns.Msg) error {
 	var answer []byte
 	if t.opt.protocol == "doq" {
 		answer, err = doqExchange(ctx, conn, wire)
+		if errors.Is(err, quic.Err0RTTRejected) { // what was sent early is lost: send it again
+			var next *quic.Conn
+			if next, err = conn.NextConnection(ctx); err == nil {
+				c.replace(conn, next)
+				answer, err = doqExchange(ctx, next, wire)
+			}
+		}
 	} else {
 		answer, err = doh3Exchange(ctx, h3conn, t.opt.url, wire)
 	}
@@ -291,7 +342,7 @@ func (t *timer) run(index int, name, qtype, problem string) {
 	r := &record{Index: index, Name: name, Type: qtype, Protocol: t.opt.protocol, Resolver: t.opt.resolver,
 		Server: t.opt.server, Concurrency: t.opt.concurrency, IntervalMS: t.opt.intervalMS,
 		TimeoutMS: t.opt.timeout.Milliseconds(), IdleTimeoutMS: t.opt.idleTimeout.Milliseconds(),
-		Library: "quic-go", Reuse: t.opt.reuse}
+		Library: "quic-go", Reuse: t.opt.reuse, Resume: t.opt.resume}
 	now := time.Now()
 	r.Start = float64(now.UnixNano()) / 1e9
 	if problem == "" {
@@ -360,6 +411,7 @@ func parseArgs() (options, []string) {
 	flags.StringVar(&concurrency, "concurrency", "1", "queries in flight at most")
 	flags.StringVar(&intervalMS, "interval-ms", "0", "at least this long between two sends")
 	flags.BoolVar(&o.reuse, "reuse", true, "share one connection between queries")
+	flags.BoolVar(&o.resume, "resume", false, "keep TLS sessions across connections and resume them (0-RTT for DoQ)")
 	flags.StringVar(&durationS, "duration-s", "0", "stop sending after this many seconds (0: at the end of the names)")
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -455,6 +507,9 @@ func main() {
 	tlsConf := &tls.Config{ServerName: opt.tlsName, NextProtos: []string{"doq"}, MinVersion: tls.VersionTLS13}
 	if opt.protocol == "doh3" {
 		tlsConf.NextProtos = []string{http3.NextProtoH3}
+	}
+	if opt.resume {
+		tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	}
 	if opt.caFile != "" {
 		pem, err := os.ReadFile(opt.caFile)

@@ -27,7 +27,30 @@
  * getdns leaves Nagle's algorithm on: its first DoT query then waits behind
  * the unacknowledged TLS Finished for the server's delayed ACK (about 40 ms
  * on Linux). Browsers and libcurl set TCP_NODELAY, so by default so do we;
- * --nagle keeps getdns' own behaviour (what Stubby does). */
+ * --nagle keeps getdns' own behaviour (what Stubby does).
+ *
+ * TLS sessions: getdns keeps one session per upstream of a context and offers
+ * it when it reconnects, as Stubby does. Whether a connection resumes must be
+ * the timer's choice, not a side effect of idle timeouts, so the first
+ * handshake step of each connection sets the session it offers: none, or with
+ * --resume the newest resumable session any earlier connection received
+ * (also across the contexts of --no-reuse). TLS 1.3 tickets arrive after the
+ * handshake, so sessions are kept as SSL_read() sees them. SSL_session_reused()
+ * at the end of the handshake says whether the server took it.
+ *
+ * getdns trusts a resumed session only if the same context authenticated that
+ * upstream before (it remembers the outcome per upstream), so with --no-reuse,
+ * a context per query, it would refuse every session offered. With --resume it
+ * is told that no session was resumed: it then checks the certificate and
+ * verification result the session carries from the full handshake that
+ * authenticated it, as TLS clients do on resumption.
+ *
+ * libcurl 7.88 frees the TLS object of a connection it will not reuse without
+ * SSL_shutdown(); OpenSSL then takes the close for a truncation and marks the
+ * session unresumable, so with --resume no DoH connection would ever resume.
+ * A TLS 1.3 ticket stays valid however the connection that received it ends,
+ * so with --resume SSL_free() first records a finished connection's close as
+ * clean. (SSL_free() passes on untouched otherwise.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -44,6 +67,9 @@
 
 bool connwatch_active;  /* set by the getdns backend */
 bool connwatch_nagle;   /* leave Nagle's algorithm on (getdns' default) */
+bool connwatch_resume;  /* offer the kept session on new connections */
+
+static SSL_SESSION *kept;  /* the newest resumable session seen (--resume) */
 
 /* One record per file descriptor: the newest connection made on it. A record
  * outlives its socket until the fd is connected again or its query is done. */
@@ -119,7 +145,7 @@ static struct connection *opened(int fd)
     }
     struct connection *c = &conns[fd];
     *c = (struct connection){.watched = true, .owner = current, .first_id = -1, .local_port = -1,
-                             .connect_us = mono_us()};
+                             .connect_us = mono_us(), .resumed = -1};
     int on = 1;
     if (!connwatch_nagle)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
@@ -211,6 +237,26 @@ static void note_established(struct connection *c, int fd)
         c->established_us = mono_us();
 }
 
+/* Before a connection's first handshake step: the session it offers (see the top). */
+static void offer_session(SSL *ssl)
+{
+    if (!connwatch_resume)
+        SSL_set_session(ssl, NULL);  /* not even the one getdns kept for this upstream */
+    else if (kept)
+        SSL_set_session(ssl, kept);
+}
+
+/* --resume: keep ssl's session if it is newer and resumable (it carries a ticket). */
+static void keep_session(SSL *ssl)
+{
+    SSL_SESSION *s = SSL_get0_session(ssl);
+    if (!s || s == kept || !SSL_SESSION_is_resumable(s))
+        return;
+    SSL_SESSION_up_ref(s);
+    SSL_SESSION_free(kept);
+    kept = s;
+}
+
 int SSL_do_handshake(SSL *ssl)
 {
     REAL(SSL_do_handshake);
@@ -218,12 +264,35 @@ int SSL_do_handshake(SSL *ssl)
     struct connection *c = watched(fd);
     if (c)
         note_established(c, fd);
+    if (c && !c->tls_begun) {
+        c->tls_begun = true;
+        offer_session(ssl);
+    }
     in_ssl++;
     int ret = real_SSL_do_handshake(ssl);
     in_ssl--;
-    if (c && ret == 1 && !c->tls_done_us)
+    if (c && ret == 1 && !c->tls_done_us) {
+        REAL(SSL_session_reused);
         c->tls_done_us = mono_us();
+        c->resumed = real_SSL_session_reused(ssl);
+    }
     return ret;
+}
+
+void SSL_free(SSL *ssl)
+{
+    REAL(SSL_free);
+    if (ssl && connwatch_resume && SSL_is_init_finished(ssl))
+        SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_SENT_SHUTDOWN);  /* keeps its session (see the top) */
+    real_SSL_free(ssl);
+}
+
+int SSL_session_reused(const SSL *ssl)
+{
+    REAL(SSL_session_reused);
+    if (connwatch_active && connwatch_resume)
+        return 0;  /* to getdns: check the session's certificate (see the top) */
+    return real_SSL_session_reused(ssl);
 }
 
 int SSL_write(SSL *ssl, const void *buf, int num)
@@ -245,6 +314,8 @@ int SSL_read(SSL *ssl, void *buf, int num)
     in_ssl++;
     int ret = real_SSL_read(ssl, buf, num);
     in_ssl--;
+    if (connwatch_resume && watched(SSL_get_fd(ssl)))
+        keep_session(ssl);  /* a ticket is read here, before or with the answer */
     return ret;
 }
 

@@ -1,7 +1,13 @@
 /* DoH through libcurl: POST application/dns-message over HTTP/2, every query
  * an easy handle on one multi handle, whose connection cache reuses (and
- * multiplexes on) a connection until it has been idle for idle_timeout_ms. */
+ * multiplexes on) a connection until it has been idle for idle_timeout_ms.
+ *
+ * TLS sessions: libcurl keeps them per easy handle, and every query has a new
+ * one, so a new connection never resumes; the cache is turned off to say so.
+ * With --resume every easy handle shares one session cache (a share handle),
+ * so a new connection offers the newest session of an earlier one. */
 #include <curl/curl.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +15,13 @@
 #include "timer.h"
 
 static CURLM *multi;
+static CURLSH *share;  /* --resume: the TLS sessions every connection may resume */
 static struct curl_slist *headers, *resolve;
 static const struct options *options;
 
 struct transfer {
+    CURL *easy;
+    int resumed;  /* its connection's TLS handshake resumed a session: 1, 0; -1: unknown */
     unsigned char request[512];
     size_t request_len;
     unsigned char response[65535];
@@ -72,6 +81,11 @@ static int init(const struct options *opt, char *err, size_t errlen)
         return -1;
     }
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    if (opt->resume && (!(share = curl_share_init()) ||
+                        curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)) {
+        snprintf(err, errlen, "libcurl: cannot share TLS sessions");
+        return -1;
+    }
     struct curl_slist *first = curl_slist_append(NULL, "Content-Type: application/dns-message");
     if (!first || !(headers = curl_slist_append(first, "Accept: application/dns-message"))) {
         curl_slist_free_all(first);
@@ -106,6 +120,19 @@ static int init(const struct options *opt, char *err, size_t errlen)
     return 0;
 }
 
+/* Runs once the transfer's connection is up, before its request: the one moment its TLS
+ * object is at hand (with --no-reuse the connection is gone when the transfer ends). */
+static int connected(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    struct transfer *t = arg;
+    struct curl_tlssessioninfo *info = NULL;
+    if (curl_easy_getinfo(t->easy, CURLINFO_TLS_SSL_PTR, &info) == CURLE_OK && info &&
+        info->backend == CURLSSLBACKEND_OPENSSL && info->internals)
+        t->resumed = SSL_session_reused(info->internals);
+    return CURL_PREREQFUNC_OK;
+}
+
 /* q finished before libcurl had it. */
 static void not_sent(struct query *q, const char *error)
 {
@@ -124,6 +151,8 @@ static void submit(struct query *q)
         return;
     }
     t->request_len = wire_query(q->name, q->type, t->request);
+    t->easy = easy;
+    t->resumed = -1;
     q->backend = t;
     curl_easy_setopt(easy, CURLOPT_URL, options->url);
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
@@ -139,6 +168,12 @@ static void submit(struct query *q)
         curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
         curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
     }
+    if (share)
+        curl_easy_setopt(easy, CURLOPT_SHARE, share);
+    else
+        curl_easy_setopt(easy, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+    curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, connected);
+    curl_easy_setopt(easy, CURLOPT_PREREQDATA, t);
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
@@ -180,8 +215,10 @@ static void finish(CURL *easy, CURLcode result)
         if (curl_easy_getinfo(easy, CURLINFO_LOCAL_PORT, &port) == CURLE_OK && port > 0)
             q->local_port = (int)port;
         q->tcp_setup_us = connect - lookup;
-        if (appconnect > 0)
+        if (appconnect > 0) {
             q->tls_setup_us = appconnect - connect;
+            q->resumed = t->resumed;
+        }
     }
     if (result == CURLE_OPERATION_TIMEDOUT) {
         q->status = "timeout";
@@ -232,6 +269,8 @@ static void wait_once(int64_t max_us)
 static void cleanup(void)
 {
     curl_multi_cleanup(multi);
+    if (share)
+        curl_share_cleanup(share);
     curl_slist_free_all(headers);
     curl_slist_free_all(resolve);
     curl_global_cleanup();

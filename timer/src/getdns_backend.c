@@ -225,6 +225,8 @@ static void answered(getdns_context *ctx, getdns_callback_type_t kind, getdns_di
             q->tcp_setup_us = c->established_us - c->connect_us;
         if (c->established_us && c->tls_done_us)
             q->tls_setup_us = c->tls_done_us - c->established_us;
+        if (c->tls_done_us)
+            q->resumed = c->resumed;
     }
     if (response)
         getdns_dict_destroy(response);

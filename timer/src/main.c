@@ -46,7 +46,7 @@ static double wall_seconds(void)
 static const char USAGE[] =
     "usage: dnstimer --protocol do53|dot|doh --server IP [--port N] [--tls-name NAME] [--url URL] "
     "[--ca-file FILE] [--resolver LABEL] [--timeout-ms N] [--idle-timeout-ms N] [--concurrency N] "
-    "[--interval-ms X] [--nagle] [--no-reuse] [--duration-s X] [NAMES_FILE]\n";
+    "[--interval-ms X] [--nagle] [--no-reuse] [--resume] [--duration-s X] [NAMES_FILE]\n";
 
 /* A problem as one line on stderr, whatever it quotes: control characters are escaped. */
 static void say(const char *message)
@@ -98,6 +98,12 @@ static void put_int_or_null(FILE *out, const char *key, int64_t value)
         fprintf(out, ",\"%s\":%lld", key, (long long)value);
 }
 
+/* 1: true, 0: false, negative: null. */
+static void put_bool_or_null(FILE *out, const char *key, int value)
+{
+    fprintf(out, ",\"%s\":%s", key, value < 0 ? "null" : value ? "true" : "false");
+}
+
 static void emit(const struct query *q)
 {
     FILE *out = stdout;
@@ -114,6 +120,9 @@ static void emit(const struct query *q)
     fprintf(out, ",\"new_connection\":%s", q->new_connection ? "true" : "false");
     put_int_or_null(out, "tcp_setup_us", q->tcp_setup_us);
     put_int_or_null(out, "tls_setup_us", q->tls_setup_us);
+    put_bool_or_null(out, "resumed", q->resumed);
+    /* Neither getdns nor libcurl (7.88, OpenSSL) sends TLS early data: never 0-RTT. */
+    put_bool_or_null(out, "zero_rtt", q->resumed < 0 ? -1 : 0);
     put_int_or_null(out, "local_port", q->local_port);
     put_int_or_null(out, "rcode", q->rcode);
     put_int_or_null(out, "answers", q->answers);
@@ -121,9 +130,10 @@ static void emit(const struct query *q)
     put_string(out, q->transport);
     fprintf(out, ",\"error\":");
     put_string(out, q->error[0] ? q->error : NULL);
-    fprintf(out, ",\"concurrency\":%d,\"interval_ms\":%g,\"timeout_ms\":%ld,\"idle_timeout_ms\":%ld,\"nagle\":%s,\"library\":\"%s\",\"reuse\":%s}\n",
+    fprintf(out, ",\"concurrency\":%d,\"interval_ms\":%g,\"timeout_ms\":%ld,\"idle_timeout_ms\":%ld,\"nagle\":%s,\"library\":\"%s\",\"reuse\":%s,\"resume\":%s}\n",
             opt.concurrency, opt.interval_ms, opt.timeout_ms, opt.idle_timeout_ms,
-            connwatch_nagle ? "true" : "false", backend->name, opt.no_reuse ? "false" : "true");
+            connwatch_nagle ? "true" : "false", backend->name, opt.no_reuse ? "false" : "true",
+            opt.resume ? "true" : "false");
     fflush(out);
 }
 
@@ -245,6 +255,7 @@ static struct query *read_query(FILE *in, size_t index)
         q->rcode = q->answers = -1;
         q->tcp_setup_us = q->tls_setup_us = -1;
         q->local_port = -1;
+        q->resumed = -1;
         snprintf(q->name, sizeof q->name, "%s", name ? name : "");
         snprintf(q->type_name, sizeof q->type_name, "%s", type ? type : "A");
         const char *problem = too_long ? "line longer than 65536 octets"
@@ -292,7 +303,7 @@ static void parse_args(int argc, char **argv, FILE **in)
         {"idle-timeout-ms", required_argument, 0, 'i'}, {"concurrency", required_argument, 0, 'C'},
         {"interval-ms", required_argument, 0, 'I'}, {"nagle", no_argument, 0, 'N'},
         {"no-reuse", no_argument, 0, 'R'}, {"duration-s", required_argument, 0, 'D'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"resume", no_argument, 0, 'S'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
     opterr = 0;  /* every refusal is our one line */
@@ -314,6 +325,7 @@ static void parse_args(int argc, char **argv, FILE **in)
             break;
         case 'N': connwatch_nagle = true; break;
         case 'R': opt.no_reuse = true; break;
+        case 'S': opt.resume = connwatch_resume = true; break;
         case 'D':
             opt.duration_s = parse_double(optarg, "--duration-s: not a number above 0 and at most 31536000: '%s'", 0, true,
                                           MAX_DURATION_S);

@@ -29,6 +29,7 @@ struct options {
     int concurrency;           /* queries in flight at most, 1-MAX_CONCURRENCY */
     double interval_ms;        /* pacing: at least this long between two sends */
     bool no_reuse;             /* every query on a connection of its own */
+    bool resume;               /* offer the newest TLS session of an earlier connection on a new one */
     double duration_s;         /* > 0: stop sending after this long */
 };
 
@@ -42,6 +43,7 @@ struct query {
     bool new_connection;
     int64_t tcp_setup_us, tls_setup_us;  /* -1: unknown or not applicable */
     int local_port;            /* client port of the connection it opened; -1: none or unknown */
+    int resumed;               /* the TLS connection it opened was resumed: 1, 0; -1: none or unknown */
     int rcode, answers;        /* -1: no response */
     const char *status;        /* ok | timeout | error | invalid */
     const char *transport;     /* what actually carried the query: udp, tcp, tls, h2 */
@@ -78,9 +80,12 @@ struct connection {
     int first_id;              /* DNS ID of the first message written on it; -1: none yet */
     int local_port;            /* -1: unknown */
     int64_t connect_us, established_us, tls_done_us;  /* 0: not yet */
+    bool tls_begun;            /* its first TLS handshake step was taken (the session to offer is set) */
+    int resumed;               /* its TLS handshake resumed a session: 1, 0; -1: not done */
 };
 extern bool connwatch_active;  /* watch connections (the getdns backend); otherwise only pass calls on */
 extern bool connwatch_nagle;   /* leave Nagle's algorithm on (getdns' default) */
+extern bool connwatch_resume;  /* offer the newest TLS session kept on a new connection (--resume) */
 /* Brackets getdns_general() for the query with this index: connections opened inside are its. */
 void connwatch_begin(size_t index);
 void connwatch_end(void);
