@@ -29,7 +29,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -204,9 +205,16 @@ def upstream(tmp_path_factory):
 """)
     (work / "www").mkdir()
     (work / "www" / "index.html").write_text("<html><body>upstream</body></html>")
+    STANDIN_CA["pem"] = _standin_certificates(work).read_bytes()
     procs = [
         subprocess.Popen(
             netns.command(UP_NS, ["unbound", "-d", "-c", str(work / "unbound.conf")]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        # The encrypted endpoints of a public resolver: DoT and DoQ on 853, DoH and DoH3 on 443, in front of unbound.
+        subprocess.Popen(
+            netns.command(UP_NS, [*_standin_front(work), "--upstream", f"{PUBLIC}:53"]),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         ),
@@ -219,9 +227,21 @@ def upstream(tmp_path_factory):
         ),
     ]
     try:
-        assert not netns.wait_tcp(UP_NS, [(PUBLIC, 53), (PUBLIC, 80)], timeout=10)
-        with listening(UP_NS, "0.0.0.0"), listening(LAN_NS, LAN_ADDR):
-            yield Resolver(name="upstream", address=PUBLIC, tls_name="", doh_uri="")
+        assert not netns.wait_tcp(UP_NS, [(PUBLIC, 53), (PUBLIC, 80), (PUBLIC, 853), (PUBLIC, 443)], timeout=10)
+        # Each refused target answers on PORT; not a wildcard listener, which would take the resolver's 853.
+        with ExitStack() as targets:
+            for address in TARGETS.values():
+                targets.enter_context(listening(UP_NS, address))
+            targets.enter_context(listening(LAN_NS, LAN_ADDR))
+            yield Resolver(
+                name="upstream",
+                address=PUBLIC,
+                tls_name=RESOLVER_NAME,
+                doh_uri=f"https://{RESOLVER_NAME}/dns-query",
+                doq_port=853,
+                doh3_uri=f"https://{RESOLVER_NAME}/dns-query",
+            )
+        STANDIN_CA.clear()
     finally:
         for p in procs:
             p.kill()
@@ -229,6 +249,46 @@ def upstream(tmp_path_factory):
         for ns, host_if in ((UP_NS, UP_IF), (LAN_NS, LAN_IF)):
             netns.remove(ns)
             netns.delete_host_link(host_if)  # its routes in the stand-in's table go with it
+
+
+RESOLVER_NAME = "resolver.example"  # the stand-in's public resolver, as its certificate names it
+STANDIN_CA: dict[str, bytes] = {}  # the stand-in CA's certificate while the stand-in runs
+
+
+def _standin_certificates(work: Path) -> Path:
+    """A CA of the stand-in's own and the resolver's certificate (its name and address); returns the CA file."""
+    from harness.lab.ca import CertificateAuthority, new_key, write_key
+
+    ca = CertificateAuthority.create("stand-in Internet CA")
+    key = new_key()
+    write_key(key, work / "resolver.key")
+    (work / "resolver.pem").write_bytes(ca.issue([RESOLVER_NAME], [PUBLIC], key))
+    (work / "ca.pem").write_bytes(ca.cert_pem)
+    return work / "ca.pem"
+
+
+def _standin_front(work: Path) -> list[str]:
+    """dnsproxy serving DoT, DoQ, DoH and DoH3 on the stand-in resolver's address, as a public resolver would."""
+    from harness.paths import built_program
+
+    return [
+        built_program("dnsproxy"),
+        "--listen",
+        PUBLIC,
+        "--port",
+        "0",
+        "--tls-port",
+        "853",
+        "--quic-port",
+        "853",
+        "--https-port",
+        "443",
+        "--http3",
+        "--tls-crt",
+        str(work / "resolver.pem"),
+        "--tls-key",
+        str(work / "resolver.key"),
+    ]
 
 
 # The ip_forward tests come first: they need the module's sides (below) not to be up yet, or
@@ -455,3 +515,32 @@ def test_down_leaves_nothing(upstream):
     assert s.name not in forwarding_record()["sides"]
     with IPRoute() as ipr:
         assert not ipr.link_lookup(ifname=s.config.host_if)
+
+
+@pytest.mark.parametrize(
+    "protocol, stub", [("dot", None), ("dot", "dnsproxy"), ("doh", None), ("doq", None), ("doh3", None)]
+)
+def test_every_encrypted_arm_loads_a_page_on_the_internet_side(side, upstream, tmp_path, monkeypatch, protocol, stub):
+    """Each arm through the side's NAT and firewall to a public-style resolver, proven from the client side.
+
+    The stand-in's resolver has a certificate from a CA of its own, which the client trusts here as a lab's
+    (the real Internet side trusts only the system's roots); it is kept where the helpers' account can read it.
+    """
+    ca = side.run_dir / "standin-ca.pem"
+    ca.write_bytes(STANDIN_CA["pem"])
+    ca.chmod(0o644)
+    real = side.client_side()
+    monkeypatch.setattr(side, "client_side", lambda: replace(real, ca_file=ca, browser_trusts_ca=True))
+    visitor = Visitor(side, tmp_path, timeout=20, margin=10, stubs={protocol: stub} if stub else None)
+    arm = make_arm(protocol, upstream, visitor.client, stub=stub)
+    arm.start()
+    try:
+        result = visitor.visit(f"http://{SITE}/", arm)
+    finally:
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    assert result.error_class == "Successful", (result.detail, result.signal, result.proof)
+    assert result.proof["valid"] and result.proof["resolver_queries"] is None, result.proof
+    packets = result.proof["client_packets"]
+    assert packets[f"{protocol}_resolver"] > 0 and packets[f"{protocol}_answered"] > 0
+    assert packets["do53_connections"] == 0  # not a single plain query left the client
