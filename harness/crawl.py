@@ -8,7 +8,13 @@ study's bound and then recorded as an Infrastructure Failure, never as a
 protocol result; a dead lab stops the crawl with the visit still planned.
 Ctrl-C (or SIGTERM) stops after the current visit; a second Ctrl-C stops
 at once, which loses nothing either, because a visit is recorded in one
-transaction after its HAR is in place.
+transaction after its HAR is in place and on disk (fsynced).
+
+One crawl runs per store and per place (`harness/lock.py`). A full disk, a
+daemon that hangs, or any helper that overruns its timeout stops the crawl
+like a dead lab does (`CrawlHalted`, exit status 2 from the CLI), with the
+visit still planned; a HAR the timer cannot read is skipped and named with
+its block.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import os
 import platform
 import shutil
 import signal
+import sqlite3
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,22 +34,32 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from harness.daemons import kill_namespace_processes
+from harness.arms.evidence import resolver_counters
+from harness.browser.har import fsync_directory
+from harness.crawler import ending
+from harness.daemons import stopped
 from harness.errors import HarnessError
+from harness.leftovers import stop_leftovers
+from harness.lock import crawling
 from harness.place import Place
 from harness.plan import PlannedVisit
+from harness.progress import ProgressLog
 from harness.schedule import estimate, round_start
 from harness.shaping.check import check_link, read_sysctl
 from harness.shaping.profile import LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.store import Store
+from harness.store import Store, disk_full
 from harness.study import LoadedStudy, as_current_study, check_resolvers, check_sites
-from harness.timer import TimerSettings, hostnames_from_hars, time_pairs
+from harness.timer import PairTimings, TimerSettings, read_hostnames, time_pairs
 from harness.visit import Visitor, VisitResult
 
 
 class CrawlHalted(HarnessError):
     """The harness itself is broken (the lab died, the link cannot be shaped): stop, keep the visit planned."""
+
+
+class DiskFull(CrawlHalted):
+    """The results' file system is full: stop with the visit in flight unrecorded; resume once there is space."""
 
 
 @dataclass
@@ -74,6 +92,7 @@ class Crawl:
         results_dir: Path,
         backend: str = "auto",
         console: Console | None = None,
+        moved: bool = False,
     ):
         if loaded.study.target != place.kind:
             raise HarnessError(
@@ -85,7 +104,9 @@ class Crawl:
         check_sites(loaded, place)
         self.loaded, self.study, self.store, self.place = loaded, loaded.study, store, place
         self.study_id = loaded.name
-        self.results_dir = results_dir
+        # Absolute, symlinks resolved: HAR paths in the store must not depend on the working directory.
+        self.results_dir = Path(os.path.realpath(results_dir))
+        self.moved = moved  # the user says the results directory was moved here: rewrite its HAR paths
         self.shaper = Shaper(place, backend)
         self.console = console or Console()
         self.stopping = False
@@ -101,10 +122,16 @@ class Crawl:
         Returns the number of visits planned.
         """
         config = self.loaded.record()
+        rewritten = self.store.adopt_results_dir(self.results_dir, self.moved)
+        if rewritten:
+            self.console.print(f"{self.store.path}: {rewritten} HAR paths rewritten to {self.results_dir / 'hars'}")
+        self._claim(self.results_dir / "hars")  # before a plan is written: a refused store stays as it was
         self.store.record_protocols()
         existing = self.store.study_config(self.study_id)
         if existing is None:
-            return self.store.add_study(self.study_id, self.study.name, self.study.seed, config, self.loaded.plan())
+            planned = self.store.add_study(self.study_id, self.study.name, self.study.seed, config, self.loaded.plan())
+            self.console.print(f"new store {self.store.path}: {planned} visits planned")
+            return planned
         stored = as_current_study(existing["study"])
         changed = sorted(k for k in set(config["study"]) | set(stored) if config["study"].get(k) != stored.get(k))
         if existing.get("list") != config["list"]:
@@ -133,7 +160,42 @@ class Crawl:
     # -- the loop --------------------------------------------------------------------
 
     def run(self, visitor: Visitor | None = None) -> CrawlSummary:
-        """Run the crawl until the plan is done, Ctrl-C, or a harness failure (CrawlHalted)."""
+        """Run the crawl until the plan is done, Ctrl-C, or a harness failure (CrawlHalted).
+
+        The store and the place are locked for the whole run: another crawl of either, or a `visit`,
+        `timer` or `net` on the place, is refused while it runs. A full disk and a helper that overruns
+        its timeout become a CrawlHalted (one line) with the visit in flight still planned.
+        """
+        with crawling(self.place, Path(os.path.realpath(self.store.path))):
+            try:
+                return self._run(visitor)
+            except (OSError, sqlite3.Error) as exc:
+                if disk_full(exc, self.store.path):
+                    raise self._disk_full(exc) from None
+                raise
+            except subprocess.TimeoutExpired as exc:
+                raise CrawlHalted(self._timed_out(exc)) from None
+
+    def _disk_full(self, exc: OSError | sqlite3.Error) -> DiskFull:
+        """The one-line halt of a full disk, naming where the write failed and what is left to do."""
+        where = getattr(exc, "filename", None) or self.store.path
+        done, total = self.store.progress(self.study_id)  # reading needs no space
+        return DiskFull(
+            f"disk full at {where}: {total - done} visits still planned; free space and run the same command to resume"
+        )
+
+    def _timed_out(self, exc: subprocess.TimeoutExpired) -> str:
+        """The one-line halt of a helper that overran its timeout (a hung daemon behind it, usually)."""
+        argv = [str(a) for a in exc.cmd] if isinstance(exc.cmd, list | tuple) else str(exc.cmd).split()
+        program = argv[4] if argv[:3] == ["ip", "netns", "exec"] and len(argv) > 4 else argv[0]
+        return (
+            f"{self.place.name}: {Path(program).name} did not finish in {exc.timeout:g} s ({' '.join(argv)}); "
+            f"the crawl stopped with the visit still planned: once the {self.place.kind} is healthy again "
+            f"('{self.place.up_command}'), run the same command to resume"
+        )
+
+    def _run(self, visitor: Visitor | None = None) -> CrawlSummary:
+        """The crawl itself, under the locks `run` holds."""
         started = time.monotonic()
         summary = CrawlSummary()
         self.prepare()
@@ -144,6 +206,7 @@ class Crawl:
             timeout=self.study.page_load_timeout_s,
             stub_idle_timeout_ms=self.study.arms.stub_idle_timeout_ms,
             browser_dns=self.study.browser_dns,
+            stubs=self.study.arms.stubs,
         )
         # The study's lab faults hold for the whole crawl, and are undone when it ends however it ends.
         self.place.apply_faults([(f.name, f.resolver) for f in self.study.faults])
@@ -169,6 +232,8 @@ class Crawl:
         task = progress.add_task(self.study_id, total=total, completed=done)
         # Success per configuration, read once and then kept up to date: no query per visit.
         self.tally = {c: list(v) for c, v in self.store.success_by_configuration(self.study_id).items()}
+        report = ProgressLog.of_crawl(self, first_start)  # plain progress lines when the output is no terminal
+        self.store.crawler_started(self.study_id)  # for `dnsstudy status`: who runs the crawl (harness/crawler.py)
         try:
             with Live(
                 Group(progress, self._success_table()), console=self.console, refresh_per_second=2, transient=False
@@ -182,6 +247,7 @@ class Crawl:
                         block = (visit.block, visit.network)
                         if not self._start_block(visit, first_start, visitor):
                             break
+                        report.block_started(visit)
                     progress.update(
                         task,
                         description=f"{self.study_id} r{visit.round} {visit.network} {visit.resolver}/{visit.protocol}",
@@ -189,6 +255,7 @@ class Crawl:
                     if self._visit(visit, visitor, summary):
                         progress.advance(task)
                         live.update(Group(progress, self._success_table()))
+                        report.visit_done(visit, summary)
                 if not self.stopping and block is not None:
                     self._finish_block(*block, summary)
                 # Blocks whose visits were all done before a kill, but not their timer run.
@@ -199,6 +266,8 @@ class Crawl:
             signal.signal(signal.SIGTERM, previous[1])
             if self.study.faults:
                 self.place.clear_faults()
+            report.close()
+            self.store.crawler_ended(self.study_id, ending(self.stopping))
         summary.done, summary.total = self.store.progress(self.study_id)
         summary.stopped = self.stopping and not summary.finished
         summary.seconds = time.monotonic() - started
@@ -206,13 +275,46 @@ class Crawl:
 
     def _clean_up_after_a_kill(self) -> None:
         """A crawl killed mid-visit leaves its browser, driver and stub running in the client namespace
-        (they have sessions of their own, so that a Ctrl-C reaches only the crawl); nothing else lives there."""
-        killed = kill_namespace_processes([self.place.namespaces["client"]])
+        (they have sessions of their own, so that a Ctrl-C reaches only the crawl): orphans, stopped and named.
+        A program someone runs there (a shell, a benchmark) is named and left alone (harness/leftovers.py)."""
+        notes = stop_leftovers(self.place.namespaces["client"])
         self.place.client_side().restore_system_resolver()  # a killed DoH visit leaves a dead resolver there
         for work in (self.place.run_dir / "visits").glob("visit-*"):
             shutil.rmtree(work, ignore_errors=True)
-        if killed:
-            self.console.print(f"stopped {len(killed)} processes an interrupted crawl left in the client namespace")
+        for note in notes:  # nothing at all when nothing was left
+            self.console.print(note, markup=False, highlight=False, soft_wrap=True)
+        self._remove_orphans()
+
+    def _remove_orphans(self) -> None:
+        """Remove what a killed visit left in the results' hars/: HARs no done visit names, and .part files.
+
+        `prepare` claimed the directory first: another store's HARs there would all look like orphans.
+        """
+        hars = self.results_dir / "hars"
+        referenced = self.store.referenced_hars()
+        removed = 0
+        for path in hars.iterdir():
+            if path.name.endswith(".part") or (path.name.endswith((".har", ".har.gz")) and str(path) not in referenced):
+                path.unlink(missing_ok=True)
+                removed += 1
+        if removed:
+            self.console.print(f"removed {removed} files interrupted visits left in {hars} (unrecorded HARs, .part)")
+
+    def _claim(self, hars: Path) -> None:
+        """One store per results directory: `hars/.store` names the store whose HARs these are."""
+        hars.mkdir(parents=True, exist_ok=True)
+        fsync_directory(hars.parent)  # hars/ itself must survive a power cut before a record names a HAR in it
+        marker, mine = hars / ".store", str(os.path.realpath(self.store.path))
+        try:
+            owner = marker.read_text().strip()
+        except FileNotFoundError:
+            owner = ""
+        if owner and owner != mine and Path(owner).exists() and not self.moved:
+            raise HarnessError(
+                f"{hars} holds the HARs of another store, {owner}: give this store a directory of its own"
+            )
+        if owner != mine:
+            marker.write_text(mine + "\n")
 
     def _on_signal(self, signum, frame) -> None:
         if os.getpid() != self._pid:  # a forked helper (pyroute2's namespace workers) being stopped
@@ -233,6 +335,7 @@ class Crawl:
                 time.sleep(min(5.0, not_before - time.time()))
             if self.stopping:
                 return False
+        self._require_responsive(visit)  # a frozen resolver would fail the link check's neighbours, then visits
         link = self.links[visit.network]
         visitor.network = visit.network
         for _attempt in (1, 2):
@@ -261,7 +364,7 @@ class Crawl:
         if self.place.probe_peer() is not None:
             s = self.study.link_check
             check = check_link(self.place, link, backend, probes=s.probes, seconds=s.seconds).to_dict()
-        else:  # no echo or iperf3 peer (the Internet): the timer's RTTs are the check there
+        else:  # no echo or rate peer (the Internet): the timer's RTTs are the check there
             check = {
                 "profile": link.name,
                 "backend": backend,
@@ -303,6 +406,8 @@ class Crawl:
         record.update(
             round=visit.round, block=visit.block, rank=visit.site.rank, site_group=visit.site.group, retried=failed
         )
+        # If this fails (a full disk), the HAR stays until the next run's orphan pass: that pass asks the store,
+        # and only the store knows for sure whether a failed commit left the record out.
         self.store.complete(self.study_id, visit, record, attempts=attempt)
         ok_counted = self.tally.setdefault((visit.resolver, visit.protocol), [0, 0])
         ok_counted[0] += result.error_class == "Successful"
@@ -312,15 +417,51 @@ class Crawl:
         return True
 
     def _halt_if_unhealthy(self, visit: PlannedVisit, result: VisitResult | None = None) -> None:
+        """Stop, the visit still planned, if a daemon of the place died or hangs (the visit's failure is ours)."""
         status = self.place.status()
         if status.healthy:
-            return
+            # A hung daemon is alive in /proc; the visit saw it (its statistics timed out), or we ask it now.
+            problem = (result.signal.get("place_problem") if result is not None else None) or self._unresponsive()
+            if problem is None:
+                return
+            if result is not None:
+                _discard_har(result)
+            raise CrawlHalted(self._hung(problem, visit))
         if result is not None:
             _discard_har(result)
         raise CrawlHalted(
             f"{self.place.name}: daemons died ({', '.join(status.dead)}); the crawl stopped "
             f"with visit {visit.ordinal} still planned: bring the {self.place.kind} up again "
             f"('{self.place.up_command}') and resume"
+        )
+
+    def _unresponsive(self) -> str | None:
+        """Why a daemon of the place hangs (stopped, or a resolver not answering its control channel), or None."""
+        # Lab daemons are listed with their pids; a stopped one is named at once, without waiting for a timeout.
+        for daemon in getattr(self.place.status(), "daemons", []):
+            if daemon.get("alive") and stopped(daemon["pid"]):
+                return f"{daemon['name']} is stopped (pid {daemon['pid']}, SIGSTOP?) and answers nothing"
+        for name in self.study.resolvers:
+            control = self.place.resolver(name).control_config
+            try:
+                if control is not None:
+                    resolver_counters(control)  # bounded by its own timeout
+            except HarnessError as exc:
+                return str(exc)
+        return None
+
+    def _require_responsive(self, visit: PlannedVisit | None = None) -> None:
+        """Halt if a resolver of the study hangs."""
+        problem = self._unresponsive()
+        if problem is not None:
+            raise CrawlHalted(self._hung(problem, visit))
+
+    def _hung(self, problem: str, visit: PlannedVisit | None) -> str:
+        """The one-line halt of a daemon that is alive but does not answer."""
+        left = f"visit {visit.ordinal}" if visit is not None else "the block's timer run"
+        return (
+            f"{self.place.name}: {problem}; the crawl stopped with {left} still planned: once the "
+            f"{self.place.kind} is healthy again ('{self.place.up_command}'), run the same command to resume"
         )
 
     # -- after a block -------------------------------------------------------------------
@@ -341,8 +482,17 @@ class Crawl:
             self._time_block(block, network, summary)
 
     def _time_block(self, block: int, network: str, summary: CrawlSummary) -> None:
-        """Time every hostname of the block's HARs, per resolver and protocol, under the block's link."""
-        names = hostnames_from_hars(Path(p) for p in self.store.block_hars(self.study_id, block))
+        """Time every hostname of the block's HARs, per resolver and protocol, under the block's link.
+
+        A HAR that cannot be read (missing, truncated, not JSON) is skipped, and the problem is kept with
+        the block: one bad file must not stop a crawl that times this block before any visit on every resume.
+        """
+        names, unreadable = read_hostnames(Path(p) for p in self.store.block_hars(self.study_id, block))
+        if unreadable:
+            self.console.print(
+                f"block {block}: {len(unreadable)} HARs unreadable, skipped: {unreadable[0]}"
+                + (f" (and {len(unreadable) - 1} more, kept with the block)" if len(unreadable) > 1 else "")
+            )
         t = self.study.timer
         settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms, concurrency=t.concurrency)
         pairs = self.study.timer_pairs
@@ -357,17 +507,25 @@ class Crawl:
             pairs_key=("timer", str(block)),
             names_key=(str(block),),
             stopping=lambda: self.stopping,
+            on_pair=self._check_after_pair,
         )
         if names and len(runs) < len(pairs):
             return  # stopped part-way: the block is timed again on resume, whole
         records = [{**x.to_dict(), "network": network} for run in runs for x in run.timings]
         problems = [run.problem for run in runs if run.problem]
-        self.store.add_block_timings(self.study_id, block, network, len(names), records, "; ".join(problems) or None)
+        self.store.add_block_timings(
+            self.study_id, block, network, len(names), records, "; ".join(problems) or None, unreadable
+        )
         summary.blocks_timed += 1
         self.console.print(
             f"block {block}: timed {len(names)} hostnames x {len(pairs)} resolver/protocol pairs "
             f"in {time.monotonic() - started:.0f} s" + (f"; problems: {'; '.join(problems)}" if problems else "")
         )
+
+    def _check_after_pair(self, run: PairTimings) -> None:
+        """A resolver that hangs makes every query of a pair a timeout: halt rather than store them as results."""
+        if run.problem or any(not t.ok for t in run.timings):
+            self._require_responsive()
 
     def _success_table(self) -> Table:
         table = Table("configuration", "visits", "successful", box=None, pad_edge=False)

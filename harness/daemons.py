@@ -83,6 +83,12 @@ def _running(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
+def stopped(pid: int) -> bool:
+    """True if the process is stopped (SIGSTOP, a debugger): alive in /proc, yet it answers nothing."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] in ("T", "t")
+
+
 def _send(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)

@@ -15,12 +15,13 @@ import json
 import random
 import subprocess
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from harness import netns
+from harness.accounts import helper
 from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
@@ -42,6 +43,7 @@ class TimerSettings:
     interval_ms: float = 0.0  # pacing: at least this long between two sends
     reuse: bool = True  # False: every query opens its own connection
     nagle: bool = False  # True: leave Nagle on in getdns (Stubby's behaviour)
+    resume: bool = False  # True: new connections resume the TLS session of an earlier one (0-RTT for DoQ)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,10 @@ class Timing:
     nagle: bool
     library: str
     reuse: bool
+    # Since TLS resumption was measured; records written before lack them (docs/timer.md).
+    resume: bool = False  # the timer offered earlier connections' TLS sessions
+    resumed: bool | None = None  # the connection this query opened resumed one; None: it opened none
+    zero_rtt: bool | None = None  # that connection carried the query in 0-RTT (DoQ only)
 
     @property
     def ok(self) -> bool:
@@ -90,7 +96,7 @@ class Timing:
     @classmethod
     def from_json(cls, line: str) -> Timing:
         data = json.loads(line)
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data or f.default is MISSING})
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -106,6 +112,8 @@ def _dnstimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSettings
         argv += ["--no-reuse"]
     if s.nagle:
         argv += ["--nagle"]
+    if s.resume:
+        argv += ["--resume"]
     return argv
 
 
@@ -122,6 +130,8 @@ def _quictimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSetting
         str(ca_file),
         f"--reuse={str(s.reuse).lower()}",
     ]
+    if s.resume:
+        argv += ["--resume"]
     if protocol == DOQ.name:
         if resolver.doq_port is None:
             raise HarnessError(f"resolver '{resolver.name}' serves no DoQ")
@@ -166,7 +176,9 @@ def start_timer(
     argv = timer_argv(protocol, resolver, client.ca_file, settings)
     if duration_s:
         argv += ["--duration-s", f"{duration_s:g}"]
-    argv = netns.command(client.namespace, argv)
+    # It parses resolvers' answers and names taken from pages: unprivileged, no capabilities.
+    account = helper()
+    argv = netns.command(client.namespace, account.run_as([account.program(argv[0]), *argv[1:]]))
     # A session of its own: a Ctrl-C meant for the crawl must not kill a timer mid-block.
     return subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -206,31 +218,55 @@ def time_names(
 
 
 def hostnames_from_hars(paths: Iterable[Path]) -> list[str]:
-    """Every distinct hostname requested in the HARs (files or directories of *.har / *.har.gz), sorted."""
+    """Every distinct hostname requested in the HARs (files or directories of *.har / *.har.gz), sorted.
+
+    A HAR that cannot be read is a HarnessError naming it (`dnsstudy timer` was given it by hand).
+    """
+    names, problems = read_hostnames(paths)
+    if problems:
+        raise HarnessError(problems[0])
+    return names
+
+
+def read_hostnames(paths: Iterable[Path]) -> tuple[list[str], list[str]]:
+    """Every distinct hostname requested in the readable HARs, sorted, and one line per HAR that is not.
+
+    A missing HAR, a truncated gzip, bad JSON or a document that is not a HAR is skipped and named:
+    the crawl times a block from what its HARs still hold, and keeps the problems with the block.
+    """
     from haralyzer import HarParser
 
     from harness.browser.har import read_har
 
     files: list[Path] = []
+    problems: list[str] = []
     for path in paths:
         if path.is_dir():
             files += sorted(p for p in path.rglob("*") if p.name.endswith((".har", ".har.gz")))
         elif path.exists():
             files.append(path)
         else:
-            raise HarnessError(f"{path}: no such HAR file or directory")
+            problems.append(f"{path}: no such HAR file or directory")
     names: set[str] = set()
     for file in files:
         try:
             har = read_har(file) if file.name.endswith(".gz") else json.loads(file.read_text())
-            entries = [e for page in HarParser(har).pages for e in page.entries]
-        except (OSError, ValueError, KeyError) as exc:
-            raise HarnessError(f"{file}: not a readable HAR ({exc})") from None
-        for entry in entries:
-            host = urlsplit(entry.url).hostname
-            if host and entry.url.startswith(("http://", "https://")):
-                names.add(host.rstrip(".").lower())
-    return sorted(names)
+            names |= _hostnames(HarParser(har))
+        # A damaged file fails anywhere in gzip, json, haralyzer or URL parsing (EOFError for a truncated gzip,
+        # zlib.error, ValueError, KeyError, TypeError, ...): any of them means "not a readable HAR".
+        except Exception as exc:
+            problems.append(f"{file}: not a readable HAR ({type(exc).__name__}: {exc})")
+    return sorted(names), problems
+
+
+def _hostnames(har: Any) -> set[str]:
+    """The hostnames of a parsed HAR's (a haralyzer HarParser) http(s) requests, lower case, no trailing dot."""
+    names: set[str] = set()
+    for entry in (e for page in har.pages for e in page.entries):
+        host = urlsplit(entry.url).hostname
+        if host and entry.url.startswith(("http://", "https://")):
+            names.add(host.rstrip(".").lower())
+    return names
 
 
 def shuffled(names: Iterable[str], seed: int, *key: str) -> list[str]:

@@ -55,7 +55,7 @@ class VisitResult:
     paper_2019: str
     counted: bool  # False: a harness failure, never a protocol result
     on_load_ms: float | None  # Navigation Timing (successful visits only)
-    on_content_load_ms: float | None
+    on_content_load_ms: float | None  # DOMContentLoaded
     bidi_on_load_ms: float | None  # BiDi load - navigationStarted, the cross-check
     on_load_agrees: bool | None
     wall_s: float
@@ -71,6 +71,8 @@ class VisitResult:
     versions: dict = field(default_factory=dict)
     link: dict = field(default_factory=dict)  # the shaping applied: profile, backend, fingerprint
     browser_dns: dict = field(default_factory=dict)  # the DNS preference profile and the values the browser ran with
+    fcp_ms: float | None = None  # First Contentful Paint, as the page's Performance Timeline reports it
+    lcp_ms: float | None = None  # Largest Contentful Paint (its last candidate)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,6 +127,7 @@ class Visitor:
         network: str = "wired",
         stub_idle_timeout_ms: int = 10_000,
         browser_dns: str | Path = DNS_CURRENT,
+        stubs: dict[str, str] | None = None,
     ):
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
         place.require_healthy()
@@ -139,6 +142,7 @@ class Visitor:
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
         self.stub_idle_timeout_ms = stub_idle_timeout_ms
+        self.stubs = stubs or {}  # protocol -> stub program, for arms that run one
         (results_dir / "hars").mkdir(parents=True, exist_ok=True)
         self.work_root = place.run_dir / "visits"
         self.work_root.mkdir(exist_ok=True)
@@ -163,6 +167,7 @@ class Visitor:
             self.client,
             persistent=persistent,
             idle_timeout_ms=self.stub_idle_timeout_ms,
+            stub=self.stubs.get(protocol),
         )
 
     def visit_once(self, url: str, protocol: str, resolver: str) -> VisitResult:
@@ -317,12 +322,22 @@ class Visitor:
             versions=self.versions,
             link=seen.link,
             browser_dns=self._browser_dns_record(report.prefs),
+            **_paint_metrics(report.paint, outcome),
         )
 
     def _browser_dns_record(self, read: dict) -> dict:
         """The DNS preference profile, the values read back from the running browser, and any that differ."""
         differs = sorted(n for n, v in self.browser_dns.items() if read and read.get(n) != v)
         return {"profile": self.browser_dns_profile, "values": read, "differs": differs}
+
+
+def _paint_metrics(paint: dict, outcome: Outcome) -> dict[str, float | None]:
+    """FCP and LCP of a Successful visit, rounded to the microsecond (the timeline's precision); None otherwise."""
+    ok = outcome.error_class is ErrorClass.SUCCESSFUL
+    return {
+        f"{name}_ms": round(paint[name], 3) if ok and isinstance(paint.get(name), (int, float)) else None
+        for name in ("fcp", "lcp")
+    }
 
 
 def _place_problem(place: Place) -> str | None:

@@ -281,6 +281,9 @@ def test_a_study_s_lab_fault_is_counted_against_its_protocol_in_the_tables(lab, 
     db = sqlite3.connect(store)
     rows = db.execute("SELECT protocol, error_class, detail FROM visits ORDER BY protocol").fetchall()
     assert rows == [("doh", "Successful", "")] * 2 + [("dot", "DNS Error", "dot:connect-timeout")] * 2
+    # Paint and load metrics are columns of Successful visits only.
+    metrics = db.execute("SELECT protocol, fcp_ms, lcp_ms, dcl_ms, on_load_ms FROM visits ORDER BY protocol").fetchall()
+    assert all(None not in row for row in metrics[:2]) and all(row[1:] == (None,) * 4 for row in metrics[2:])
     results = load(store)
     settings = load_settings()
     table = outcome_table(results.visits, "strict", settings).set_index("protocol")

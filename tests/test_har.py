@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
+
+import pytest
 from haralyzer import HarParser
 
+from harness.browser import har as har_module
 from harness.browser.har import PageInfo, build_har, check_har, read_har, write_har
 
 T0 = 1_795_246_148_700.0
@@ -173,3 +179,31 @@ def test_check_har_catches_a_mismatch():
     har["log"]["pages"].append(dict(har["log"]["pages"][0], id="page_2"))
     problem = check_har(har)
     assert problem is not None and "2 pages" in problem
+
+
+def test_a_har_is_fsynced_before_its_name_and_its_directory_after(tmp_path, monkeypatch):
+    """The order that makes a record naming the HAR safe after a power cut: data, rename, directory."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        # At the file's fsync the final name must not exist yet; at the directory's it must.
+        synced.append(f"{Path(target).name}:{(tmp_path / 'v.har.gz').exists()}")
+        real_fsync(fd)
+
+    monkeypatch.setattr(har_module.os, "fsync", fsync)
+    write_har(build_har(events(), page(), "153.7.0esr", "0.1.0"), tmp_path / "v.har.gz")
+    assert synced == ["v.har.gz.part:False", f"{tmp_path.name}:True"]
+    assert read_har(tmp_path / "v.har.gz")["log"]["pages"][0]["pageTimings"]["onLoad"] == 398.0
+
+
+def test_a_full_disk_leaves_neither_the_har_nor_its_part_and_names_the_file(tmp_path, monkeypatch):
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(har_module.os, "write", full)
+    with pytest.raises(OSError) as raised:
+        write_har(build_har(events(), page(), "153.7.0esr", "0.1.0"), tmp_path / "v.har.gz")
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "v.har.gz.part")
+    assert list(tmp_path.iterdir()) == []

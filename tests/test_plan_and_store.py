@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import random
 import signal
@@ -15,7 +17,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.plan import Site, make_plan
-from harness.store import SCHEMA_VERSION, Store
+from harness.store import SCHEMA_VERSION, Store, disk_full
 
 SITES = [Site(f"site{i}.test", i + 1, "top" if i < 6 else "tail") for i in range(10)]
 # By path, not `-m tests.store_worker`: the tranco package installs a top-level `tests` package.
@@ -126,3 +128,68 @@ def test_killed_at_random_moments_the_crawl_loses_and_repeats_nothing(tmp_path):
     orphans = {str(p) for p in hars.glob("*.har.gz")} - store.referenced_hars()
     assert len(orphans) <= kills
     assert not list(hars.glob("*.part")) or kills  # a half-written HAR only as a .part, never under its name
+
+
+def _done_with_har(store: Store, har_path: str) -> None:
+    """A study of one planned visit, done, whose record names ``har_path``."""
+    store.add_study("s1", "test", 1, {}, plan()[:1])
+    record = {
+        "visit_id": "v1",
+        "started_at": "t",
+        "error_class": "Successful",
+        "detail": "",
+        "paper_2019": "Successful",
+        "counted": True,
+        "on_load_ms": 1.0,
+        "har_path": har_path,
+    }
+    # `complete` wants the HAR in place; a store from before meta.results_dir may name it relatively.
+    store.db.execute(
+        "UPDATE visits SET status = 'done', visit_id = 'v1', har_path = ?, record = ? WHERE ordinal = 0",
+        (har_path, json.dumps(record)),
+    )
+
+
+def test_a_store_records_its_results_dir_and_refuses_another_until_told_it_moved(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    store = Store(first / "store.sqlite")
+    assert store.adopt_results_dir(first) == 0 and store.results_dir() == first
+    _done_with_har(store, str(first / "hars" / "v1.har.gz"))
+    with pytest.raises(HarnessError, match=r"holds the HARs of .*first, not of .*second: .* --moved") as refused:
+        store.adopt_results_dir(second)
+    assert "\n" not in str(refused.value)
+    assert store.adopt_results_dir(second, moved=True) == 1
+    har, record = store.db.execute("SELECT har_path, json_extract(record, '$.har_path') FROM visits").fetchone()
+    assert har == record == str(second / "hars" / "v1.har.gz") and store.results_dir() == second
+
+
+def test_an_older_store_s_relative_har_paths_are_made_absolute_and_foreign_ones_refused(tmp_path):
+    store = Store(tmp_path / "old" / "store.sqlite")
+    _done_with_har(store, "results/old/hars/v1.har.gz")  # a crawl once given a relative --store
+    assert store.adopt_results_dir(tmp_path / "old") == 1
+    assert store.referenced_hars() == {str(tmp_path / "old" / "hars" / "v1.har.gz")}
+    other = Store(tmp_path / "copy" / "store.sqlite")
+    _done_with_har(other, str(tmp_path / "old" / "hars" / "v1.har.gz"))
+    with pytest.raises(HarnessError, match="holds HARs in .*old/hars, not in .*copy/hars"):
+        other.adopt_results_dir(tmp_path / "copy")
+
+
+def test_an_older_store_gets_the_har_problems_column_when_opened(tmp_path):
+    path = tmp_path / "store.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE blocks DROP COLUMN har_problems")  # as stores were before the column
+    db.close()
+    store = Store(path)
+    store.add_study("s1", "test", 1, {})
+    store.add_block_timings("s1", 0, "wired", 3, [], None, ["/r/hars/a.har.gz: no such HAR file or directory"])
+    row = store.db.execute("SELECT hostnames, har_problems FROM blocks").fetchone()
+    assert row == (3, '["/r/hars/a.har.gz: no such HAR file or directory"]')
+
+
+def test_disk_full_is_told_apart_from_other_failures(tmp_path):
+    assert disk_full(OSError(errno.ENOSPC, "full"), tmp_path / "s") and disk_full(OSError(errno.EDQUOT, "q"), tmp_path)
+    assert not disk_full(OSError(errno.EACCES, "denied"), tmp_path / "s")
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = 13  # SQLITE_FULL, as SQLite sets it
+    assert disk_full(full, tmp_path / "s") and not disk_full(sqlite3.OperationalError("no such table"), tmp_path)

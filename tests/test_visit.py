@@ -60,6 +60,10 @@ def test_each_arm_loads_a_multi_host_page_and_proves_its_transport(visitor, prot
     assert packets[f"{protocol}_resolver"] > 0 and packets[f"{protocol}_answered"] > 0
     if protocol == "doh3":  # HTTP/3 and not the HTTP/2 fallback: no TCP connection to the endpoint's port
         assert packets["doh3_fallback"] == 0
+    # Paint and load metrics as the page reported them, in the order a multi-host page has them.
+    assert result.fcp_ms is not None and result.lcp_ms is not None, (result.fcp_ms, result.lcp_ms)
+    assert 0 < result.fcp_ms <= result.lcp_ms <= result.on_load_ms
+    assert result.on_content_load_ms is not None and 0 < result.on_content_load_ms <= result.on_load_ms
 
     har = read_har(Path(result.har_path))
     page = HarParser(har).pages[0]

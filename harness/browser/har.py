@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import os
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,11 +248,42 @@ def check_har(har: dict) -> str | None:
 
 
 def write_har(har: dict, path: Path) -> None:
-    """Write gzip JSON atomically (a half-written HAR never appears under the final name)."""
+    """Write gzip JSON atomically and durably: to ``path``.part, fsync it, rename it, fsync the directory.
+
+    A half-written HAR never appears under the final name, and once this returns the HAR survives a
+    power cut, so a store may commit a record naming it. Any failure (a full disk: ENOSPC, EDQUOT)
+    removes the .part and raises.
+    """
+    data = gzip.compress(json.dumps(har, separators=(",", ":")).encode(), compresslevel=6)
     tmp = path.with_name(path.name + ".part")
-    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as f:
-        json.dump(har, f, separators=(",", ":"))
-    tmp.replace(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)  # the data, before the name: a rename of an unsynced file can leave an empty HAR
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:  # os.write and os.fsync do not say which file; a "disk full at" message must
+            raise OSError(exc.errno, exc.strerror, str(tmp)) from exc
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)  # the rename itself
+
+
+def fsync_directory(path: Path) -> None:
+    """Make the directory's entries (a rename, a new file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_har(path: Path) -> dict:

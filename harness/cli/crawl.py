@@ -13,6 +13,7 @@ from harness.cli.analysis import write_report
 from harness.cli.common import console, lab_config, lab_options, one_line_errors, place_from
 from harness.cli.lab import print_checks
 from harness.lab.config import DEFAULT_LAB_PROFILE
+from harness.paths import PROJECT_ROOT
 
 if TYPE_CHECKING:
     from harness.crawl import CrawlSummary
@@ -76,7 +77,8 @@ def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None) 
 
 
 def default_store(study_name: str) -> Path:
-    return Path("results") / study_name / "store.sqlite"
+    """results/<study>/store.sqlite in the checkout, wherever the command runs: a resume must find it."""
+    return PROJECT_ROOT / "results" / study_name / "store.sqlite"
 
 
 @click.command("crawl")
@@ -85,7 +87,12 @@ def default_store(study_name: str) -> Path:
     "--store",
     "store_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The results store (default results/<study>/store.sqlite; HARs go beside it).",
+    help="The results store (default results/<study>/store.sqlite in the checkout; HARs go beside it, in hars/).",
+)
+@click.option(
+    "--moved",
+    is_flag=True,
+    help="The results directory (store and hars/) was moved or copied here: rewrite the store's HAR paths.",
 )
 @click.option(
     "--backend",
@@ -102,6 +109,7 @@ def default_store(study_name: str) -> Path:
 def crawl(
     name: str,
     store_path: Path | None,
+    moved: bool,
     backend: str,
     internet: str | None,
     profile: str | None,
@@ -110,16 +118,21 @@ def crawl(
 ) -> None:
     """Crawl study NAME into its store; run it again to resume where it stopped (Ctrl-C stops after a visit).
 
-    Exit status 0 when the plan is done, 3 when stopped before, 2 on a harness failure.
+    Exit status 0 when the plan is done, 3 when stopped before, 2 on a harness failure (a dead or hung
+    daemon, a full disk, another crawl of the same store or place).
     """
     from harness.crawl import Crawl
+    from harness.lock import crawling
     from harness.store import Store
     from harness.study import load_study
 
     loaded = load_study(name)
     place = place_from(internet, profile or loaded.study.lab_profile or DEFAULT_LAB_PROFILE, prefix, subnet)
-    path = store_path or default_store(loaded.name)
-    summary = Crawl(loaded, Store(path), place, path.parent, backend=backend, console=console).run()
+    # Absolute: the store and the HAR paths it records must not depend on where the command runs.
+    path = (store_path or default_store(loaded.name)).resolve()
+    with crawling(place, path):  # before the store is opened: a second crawl must not even create it
+        crawl = Crawl(loaded, Store(path), place, path.parent, backend=backend, console=console, moved=moved)
+        summary = crawl.run()
     print_summary(summary, path)
     sys.exit(0 if summary.finished else 3)
 
@@ -138,15 +151,15 @@ def print_summary(summary: CrawlSummary, path: Path) -> None:
 @click.option(
     "--results",
     "results_dir",
-    default="results/lab-demo",
-    show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where the store, HARs and report go.",
+    help="Where the store, HARs and report go (default results/<study> in the checkout).",
 )
 @click.option("--study", "study_name", default="lab-demo", show_default=True, help="The study to run.")
 @lab_options(profile_default=None)
 @one_line_errors
-def demo(results_dir: Path, study_name: str, profile: str | None, prefix: str | None, subnet: str | None) -> None:
+def demo(
+    results_dir: Path | None, study_name: str, profile: str | None, prefix: str | None, subnet: str | None
+) -> None:
     """The main job, end to end on the lab: bring it up, crawl the lab-demo study, analyse it, bring the lab down.
 
     Run it again to resume an interrupted demo; a finished one is only re-analysed.
@@ -158,6 +171,7 @@ def demo(results_dir: Path, study_name: str, profile: str | None, prefix: str | 
     start = time.monotonic()
     loaded = load_study(study_name)
     lab = Lab(lab_config(profile or loaded.study.lab_profile or DEFAULT_LAB_PROFILE, prefix, subnet))
+    results_dir = (results_dir or default_store(loaded.name).parent).resolve()
     store_path = results_dir / "store.sqlite"
     summary = crawl_on_own_lab(loaded, lab, store_path, console, print_checks)
     print_summary(summary, store_path)

@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from harness.cli.common import console, err_console, one_line_errors, place_from, place_options
+from harness.lock import using_place
 from harness.shaping.shaper import Shaper
 
 backend_option = click.option(
@@ -37,9 +38,11 @@ def net_apply(
     """Apply NETWORK (a name in profiles/network/ or a .toml path) to the link; a no-op if already applied."""
     from harness.shaping.profile import load_link_profile
 
-    shaper = Shaper(place_from(internet, profile, prefix, subnet), backend=backend)
+    place = place_from(internet, profile, prefix, subnet)
+    shaper = Shaper(place, backend=backend)
     start = time.monotonic()
-    changed = shaper.apply(load_link_profile(network))
+    with using_place(place):  # a crawl's link is shaped for its block: never reshaped under it
+        changed = shaper.apply(load_link_profile(network))
     state = shaper.state() or {}
     console.print(
         f"{network}: {'applied' if changed else 'already applied'} with the {state.get('backend')} backend "
@@ -52,7 +55,9 @@ def net_apply(
 @one_line_errors
 def net_clear(internet: str | None, profile: str, prefix: str | None, subnet: str | None) -> None:
     """Remove all shaping from the link."""
-    Shaper(place_from(internet, profile, prefix, subnet)).clear()
+    place = place_from(internet, profile, prefix, subnet)
+    with using_place(place):
+        Shaper(place).clear()
     console.print("shaping removed")
 
 
@@ -60,7 +65,13 @@ def net_clear(internet: str | None, profile: str, prefix: str | None, subnet: st
 @click.argument("network")
 @backend_option
 @click.option("--probes", default=300, show_default=True, type=int, help="UDP probes (at least 200).")
-@click.option("--seconds", default=5.0, show_default=True, type=float, help="iperf3 time per direction.")
+@click.option(
+    "--seconds",
+    default=5.0,
+    show_default=True,
+    type=float,
+    help="At least this long per direction for the UDP rate test (longer where the rate needs it).",
+)
 @click.option(
     "--congestion-control", "congestion", help="Pin TCP congestion control in client and server (e.g. bbr, cubic)."
 )
@@ -85,14 +96,9 @@ def net_check(
     """
     from harness.shaping.check import measure_link
 
-    result = measure_link(
-        place_from(internet, profile, prefix, subnet),
-        network,
-        backend,
-        probes=probes,
-        seconds=seconds,
-        congestion_control=congestion,
-    )
+    place = place_from(internet, profile, prefix, subnet)
+    with using_place(place):
+        result = measure_link(place, network, backend, probes=probes, seconds=seconds, congestion_control=congestion)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:

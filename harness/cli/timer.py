@@ -83,17 +83,26 @@ def timer(
     """Time every hostname in HARS (files or directories) per resolver and protocol, in random order.
 
     A resolver and protocol whose timer fails ends the command with a one-line error (exit status 2),
-    after every other pair has been timed and kept.
+    after every other pair has been timed and kept; so does a place a crawl is using.
     """
+    from harness.lock import using_place
     from harness.timer import TimerSettings, time_hars
 
     settings = TimerSettings(
         timeout_ms=timeout_ms, idle_timeout_ms=idle_timeout_ms, concurrency=concurrency, interval_ms=interval_ms
     )
     place = place_from(internet, profile, prefix, subnet)
-    names, runs = time_hars(
-        place, hars, list(resolvers), list(protocols or timer_protocols()), network, settings, seed, Path(results_dir)
-    )
+    with using_place(place):  # it reshapes the link: never under a running crawl
+        names, runs = time_hars(
+            place,
+            hars,
+            list(resolvers),
+            list(protocols or timer_protocols()),
+            network,
+            settings,
+            seed,
+            Path(results_dir),
+        )
     table = Table("resolver", "protocol", "queries", "ok", "median ms", "new connections", "errors")
     for run in runs:
         ok = [t.ms for t in run.timings if t.ok and t.ms is not None]

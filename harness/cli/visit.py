@@ -71,13 +71,16 @@ def visit(
 ) -> None:
     """Visit URL once from the client namespace and print the result as JSON.
 
-    Exit status 0 for a successful page load, 1 for any other class.
+    Exit status 0 for a successful page load, 1 for any other class; 2 if the place is unusable or busy
+    (a crawl runs there).
     """
+    from harness.lock import using_place
     from harness.visit import run_visit
 
     place = place_from(internet, profile, prefix, subnet)
-    result = run_visit(
-        place, url, protocol, resolver, Path(results_dir), timeout=timeout, margin=margin, network=network
-    )
+    with using_place(place):  # a crawl's first act would be to kill this visit's browser, and vice versa
+        result = run_visit(
+            place, url, protocol, resolver, Path(results_dir).resolve(), timeout=timeout, margin=margin, network=network
+        )
     click.echo(json.dumps(result.to_dict(), indent=1))
     sys.exit(0 if result.error_class == "Successful" else 1)
