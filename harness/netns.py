@@ -16,6 +16,8 @@ from pathlib import Path
 from pyroute2 import IPRoute, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
+from harness.errors import HarnessError
+
 NETNS_DIR = Path("/run/netns")
 ETC_NETNS = Path("/etc/netns")
 
@@ -205,3 +207,18 @@ def free_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def nft(namespace: str, args: list[str], script: str | None = None) -> str:
+    """Run nft in ``namespace`` (a script on stdin with ["-f", "-"]); a one-line HarnessError if it fails."""
+
+    try:
+        done = subprocess.run(
+            command(namespace, ["nft", *args]), input=script, capture_output=True, text=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"nft in namespace {namespace} did not finish in 10 s") from None
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
+        raise HarnessError(f"nft in namespace {namespace} failed: {first}")
+    return done.stdout

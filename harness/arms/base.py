@@ -104,6 +104,10 @@ class DnsArm(ABC):
             have = ", ".join(self.stubs) or "none"
             raise HarnessError(f"the {self.protocol} arm has no stub '{stub}' (it has: {have})")
         self.stub_program = stub or (self.stubs[0] if self.stubs else None)  # the stub it runs, if any
+        self.set_up()
+
+    def set_up(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
+        """Called at the end of construction: arms prepare their stub (nothing starts yet) or refuse a resolver."""
 
     @property
     def transport(self) -> str:

@@ -21,8 +21,8 @@ import ipaddress
 
 from harness.arms.base import DnsArm
 from harness.arms.doh import COULD_NOT_CONNECT
-from harness.arms.evidence import nft
 from harness.errors import HarnessError
+from harness.netns import nft
 from harness.protocols import DO53, DOH3, register_arm
 
 TABLE = "dnsstudy_doh3_only"

@@ -11,7 +11,7 @@ counters prove that nothing but QUIC left the client.
 
 from __future__ import annotations
 
-from harness.arms.base import ClientSide, DnsArm, Resolver
+from harness.arms.base import DnsArm
 from harness.arms.dnsproxy import STAMP_DOQ, STUB_ADDRESS, DnsproxyStub, log_size, stamp, verify_failed_since
 from harness.errors import HarnessError
 from harness.protocols import DO53, DOQ, register_arm
@@ -22,15 +22,8 @@ class DoqArm(DnsArm):
     uses_stub = True
     stubs = ("dnsproxy",)
 
-    def __init__(
-        self,
-        resolver: Resolver,
-        client: ClientSide,
-        persistent: bool = False,
-        idle_timeout_ms: int = 10_000,
-        stub: str | None = None,
-    ):
-        super().__init__(resolver, client, persistent, idle_timeout_ms, stub)
+    def set_up(self) -> None:
+        resolver, client = self.resolver, self.client
         if resolver.doq_port is None:
             raise HarnessError(f"resolver '{resolver.name}' serves no DoQ (its profile names no doq_port)")
         upstream = stamp(STAMP_DOQ, resolver.address, resolver.port(DOQ), resolver.tls_name)

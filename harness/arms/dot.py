@@ -20,13 +20,13 @@ import json
 
 from harness import netns
 from harness.accounts import BIND_LOW_PORT, helper
-from harness.arms.base import ClientSide, DnsArm, Resolver
+from harness.arms.base import DnsArm
 from harness.arms.dnsproxy import STAMP_DOT, STUB_ADDRESS, DnsproxyStub, log_size, stamp, verify_failed_since
 from harness.daemons import Daemon, terminate
 from harness.errors import HarnessError, require_program
 from harness.protocols import DO53, DOT, register_arm
 
-#: The DoT stubs a study may choose (`[arms] dot_stub`): the reference study's, then AdGuard's.
+#: The DoT stubs a study may choose (`[arms] stubs = {dot = "dnsproxy"}`): the reference study's first, then AdGuard's.
 STUBS = ("stubby", "dnsproxy")
 #: What Stubby (getdns) logs when the resolver's certificate does not verify, followed by OpenSSL's
 #: verify code: "<address> : Verify failed : TLS - *Failure* - (21) ...". A fixed marker, not prose.
@@ -38,15 +38,8 @@ class DotArm(DnsArm):
     uses_stub = True
     stubs = STUBS
 
-    def __init__(
-        self,
-        resolver: Resolver,
-        client: ClientSide,
-        persistent: bool = False,
-        idle_timeout_ms: int = 10_000,
-        stub: str | None = None,
-    ):
-        super().__init__(resolver, client, persistent, idle_timeout_ms, stub)
+    def set_up(self) -> None:
+        resolver, client = self.resolver, self.client
         self.stub: Daemon | None = None  # Stubby, when it is the stub
         self.log = client.run_dir / "logs" / "stubby.log"
         self.log_mark = 0  # the stub log's size when the visit began

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import netns
 from harness.errors import HarnessError
+from harness.netns import nft
 from harness.protocols import DO53, DOH, DOT, Protocol, names, protocols
 
 if TYPE_CHECKING:
@@ -94,20 +94,6 @@ def resolver_counters(control_config: Path) -> dict[str, int]:
     )
     # unbound counts DoH inside tls and both inside tcp.
     return {f"{DO53.name}_udp": total - tcp, f"{DO53.name}_tcp": tcp - tls, DOT.name: tls - https, DOH.name: https}
-
-
-def nft(namespace: str, args: list[str], script: str | None = None) -> str:
-    """Run nft in ``namespace`` (a script on stdin with ["-f", "-"]); a one-line HarnessError if it fails."""
-    try:
-        done = subprocess.run(
-            netns.command(namespace, ["nft", *args]), input=script, capture_output=True, text=True, timeout=10
-        )
-    except subprocess.TimeoutExpired:
-        raise HarnessError(f"nft in namespace {namespace} did not finish in 10 s") from None
-    if done.returncode != 0:
-        first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
-        raise HarnessError(f"nft in namespace {namespace} failed: {first}")
-    return done.stdout
 
 
 def _reply_rules(p: Protocol, resolver: str, port: int) -> list[str]:

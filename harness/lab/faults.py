@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,7 +128,7 @@ def _save(lab: Lab, faults: list[Fault]) -> None:
 
 def _enforce(lab: Lab, faults: list[Fault], previous: list[Fault]) -> None:
     """Make the lab match ``faults``: the rule table rebuilt whole, certificates swapped where they changed."""
-    _nft(lab.namespaces["server"], _ruleset(lab, [f for f in faults if f.kind in PATH_KINDS]))
+    netns.nft(lab.namespaces["server"], ["-f", "-"], _ruleset(lab, [f for f in faults if f.kind in PATH_KINDS]))
     before = {f.resolver: f.kind for f in previous if f.kind in CERT_KINDS}
     after = {f.resolver: f.kind for f in faults if f.kind in CERT_KINDS}
     for resolver in sorted(set(before) | set(after)):
@@ -163,15 +162,6 @@ def _ruleset(lab: Lab, faults: list[Fault]) -> str:
         f"  chain prerouting {{\n    type nat hook prerouting priority -100; policy accept;\n{nat_body}  }}\n"
         "}\n"
     )
-
-
-def _nft(namespace: str, script: str) -> None:
-    done = subprocess.run(
-        netns.command(namespace, ["nft", "-f", "-"]), input=script, capture_output=True, text=True, timeout=10
-    )
-    if done.returncode != 0:
-        first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
-        raise HarnessError(f"nft in namespace {namespace} failed: {first}")
 
 
 def _swap_certificate(lab: Lab, resolver: str, kind: str | None) -> None:

@@ -85,7 +85,7 @@ class UserspaceBackend(ShapingBackend):
             + "\n".join(drops)
             + "\n  }\n}\n"
         )
-        _nft(ns, script)
+        netns.nft(ns, ["-f", "-"], script)
         return daemons
 
     def clear(self) -> None:
@@ -104,14 +104,3 @@ def _iptables(namespace: str, args: list[str]) -> None:
     done = netns.run(namespace, ["iptables", "-w", *args], check=False)
     if done.returncode != 0:
         raise HarnessError(f"iptables in {namespace} refused {' '.join(args)}: {done.stderr.strip()}")
-
-
-def _nft(namespace: str, script: str) -> None:
-    import subprocess
-
-    done = subprocess.run(
-        netns.command(namespace, ["nft", "-f", "-"]), input=script, capture_output=True, text=True, timeout=10
-    )
-    if done.returncode != 0:
-        first = (done.stderr.strip().splitlines() or ["?"])[0]
-        raise HarnessError(f"nft in {namespace} refused the loss rules: {first}")
