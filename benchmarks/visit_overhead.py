@@ -7,7 +7,7 @@ overhead per arm and its split into profile preparation, browser start,
 navigation beyond onLoad, HAR assembly (collect + build + write) and
 shutdown, and the arm's own set-up and proof work.
 
-    .venv/bin/python benchmarks/visit_overhead.py [--visits 30] [--url https://google.com/]
+    .venv/bin/python benchmarks/visit_overhead.py [--visits 30] [--url https://google.com/] [--protocols do53,doq]
 """
 
 from __future__ import annotations
@@ -25,13 +25,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--visits", type=int, default=30, help="visits per arm")
     parser.add_argument("--url", default="https://google.com/")
+    parser.add_argument(
+        "--protocols", default="do53,dot,doh,doq,doh3", help="comma-separated arms to compare (do53 first)"
+    )
     add_lab_arguments(parser)
     args = parser.parse_args()
 
     from harness.visit import Visitor
 
     lab = fresh_lab(args)
-    rows: dict[str, list[dict]] = {"do53": [], "dot": [], "doh": []}
+    rows: dict[str, list[dict]] = {p: [] for p in args.protocols.split(",")}
     failures: dict[str, int] = {k: 0 for k in rows}
     try:
         with tempfile.TemporaryDirectory() as results:
