@@ -41,6 +41,7 @@ from harness.daemons import stopped
 from harness.errors import HarnessError
 from harness.leftovers import stop_leftovers
 from harness.lock import crawling
+from harness.logs import bound_logs
 from harness.place import Place
 from harness.plan import PlannedVisit
 from harness.progress import ProgressLog
@@ -252,6 +253,8 @@ class Crawl:
                         task,
                         description=f"{self.study_id} r{visit.round} {visit.network} {visit.resolver}/{visit.protocol}",
                     )
+                    # Lab and stub logs live in RAM: bounded between visits, where no stub reads them.
+                    bound_logs(self.place.run_dir / "logs")
                     if self._visit(visit, visitor, summary):
                         progress.advance(task)
                         live.update(Group(progress, self._success_table()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,7 @@ from harness.browser.har import PageInfo, build_har, check_har, write_har
 from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.browser.session import GECKODRIVER, BrowserSession, NavigationReport
 from harness.browser.template import ensure_template, firefox_version
+from harness.daemons import stopped
 from harness.errors import HarnessError, require_root
 from harness.outcome import ErrorClass, Outcome, Signals, classify, page_outcome
 from harness.place import Place
@@ -38,6 +40,8 @@ from harness.shaping.shaper import Shaper, shape
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
 #: beyond this they disagree and the record says so.
 ONLOAD_TOLERANCE_MS = 50.0
+#: How often the place's daemons are looked at during a visit (a frozen resolver shows within this).
+WATCH_S = 0.25
 
 
 @dataclass
@@ -240,7 +244,8 @@ class Visitor:
             read_prefs=tuple(self.browser_dns),
         )
         arm.begin_visit()
-        seen.report = session.run(url)
+        with _DaemonWatch(self.place) as watch:
+            seen.report = session.run(url)
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None
@@ -248,7 +253,7 @@ class Visitor:
             unread = str(exc)
         seen.packets = client_counters(self.client.namespace)
         seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
-        seen.place_problem = _place_problem(self.place) or unread
+        seen.place_problem = _place_problem(self.place) or unread or watch.problem
         seen.authentication_failed = arm.authentication_failed(seen.report.trr_failure)
         return seen
 
@@ -338,6 +343,35 @@ def _paint_metrics(paint: dict, outcome: Outcome) -> dict[str, float | None]:
         f"{name}_ms": round(paint[name], 3) if ok and isinstance(paint.get(name), (int, float)) else None
         for name in ("fcp", "lcp")
     }
+
+
+class _DaemonWatch:
+    """Looks at the place's daemons every WATCH_S while the browser runs: one stopped (SIGSTOP) for a while
+    and then resumed leaves no trace afterwards, yet its answers came late and the page may have failed."""
+
+    def __init__(self, place: Place):
+        daemons = getattr(place.status(), "daemons", [])
+        self.pids = {d["name"]: d["pid"] for d in daemons if d.get("alive")}
+        self.problem: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> _DaemonWatch:
+        if self.pids:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_S):
+            frozen = [name for name, pid in self.pids.items() if stopped(pid)]
+            if frozen:
+                self.problem = f"{', '.join(frozen)} stopped during the visit"
+                return
 
 
 def _place_problem(place: Place) -> str | None:

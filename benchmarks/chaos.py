@@ -1,0 +1,349 @@
+"""Chaos: a lab crawl under random faults, resumed after each one that stops it, then checked.
+
+Faults, at random moments from a seeded RNG: SIGKILL of the crawl, of Firefox, geckodriver or Stubby in
+the client namespace, of a 4G delayer (user-space shaping); SIGSTOP then SIGCONT of resolver-near; the
+results directory's disk (a tmpfs of its own) filled, then freed. After a fault that stops the crawl it
+runs again with the same command. At the end: every planned visit recorded once, no counted failure
+during a fault (a failure the harness caused, blamed on a protocol), no orphan HAR or .part, nothing left
+running in the client namespace, and after `lab down` no namespace and no process of the lab.
+
+    .venv/bin/python benchmarks/chaos.py --visits 300 --faults 100 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness import netns  # noqa: E402
+from harness.study import load_study  # noqa: E402
+
+CONFIGURATIONS = 6  # near over do53, dot, doh; on wired and 4g
+KINDS = ["crawl", "firefox", "geckodriver", "stubby", "delayer", "stop-resolver", "disk-full"]
+CLIENT_PROGRAMS = {"firefox": "firefox-esr", "geckodriver": "geckodriver", "stubby": "stubby"}
+# A counted failure that started this long before a fault's end may be that fault's doing.
+VISIT_REACH_S = 45.0
+
+STUDY = """
+name = "chaos"
+description = "a lab crawl under random faults (benchmarks/chaos.py)"
+target = "lab"
+seed = {seed}
+rounds = 1
+networks = ["wired", "4g"]
+resolvers = ["near"]
+protocols = ["do53", "dot", "doh"]
+page_load_timeout_s = 20
+infrastructure_retries = 2
+
+[sites]
+list = "tranco/paper-2019.csv"
+
+[[sites.select]]
+group = "top"
+ranks = [1, {last}]
+
+[link_check]
+probes = 200
+seconds = 1.0
+
+[timer]
+enabled = false
+"""
+
+
+@dataclass
+class Fault:
+    """One injected fault and the wall-clock window it acted in."""
+
+    kind: str
+    start: float
+    end: float
+    target: str
+
+
+@dataclass
+class ChaosReport:
+    """Figures and checks of one chaos run."""
+
+    planned: int = 0
+    faults: list[Fault] = field(default_factory=list)
+    resumes: int = 0
+    exit_codes: Counter[int] = field(default_factory=Counter)
+    seconds: float = 0.0
+    checks: dict[str, str] = field(default_factory=dict)  # check -> "ok" or what failed
+
+    @property
+    def passed(self) -> bool:
+        """True if every check passed."""
+        return all(v == "ok" for name, v in self.checks.items() if "informative" not in name)
+
+    def lines(self) -> list[str]:
+        """The figures, one per line."""
+        kinds = Counter(f.kind for f in self.faults)
+        rate = self.planned / self.seconds * 3600 if self.seconds else 0.0
+        out = [
+            f"visits planned {self.planned}; faults {len(self.faults)}: "
+            + ", ".join(f"{k} {kinds[k]}" for k in KINDS if kinds[k]),
+            f"resumes {self.resumes}; crawl exits "
+            + ", ".join(f"{c}: {n}" for c, n in sorted(self.exit_codes.items())),
+            f"wall {self.seconds / 60:.1f} min, {rate:.0f} visits/h",
+        ]
+        return out + [f"check {name}: {verdict}" for name, verdict in self.checks.items()]
+
+
+def write_study(directory: Path, visits: int, seed: int) -> Path:
+    """The chaos study: whole sites of 6 visits (near over 3 protocols, wired and 4g)."""
+    sites = max(1, -(-visits // CONFIGURATIONS))
+    path = directory / "chaos.toml"
+    path.write_text(STUDY.format(seed=seed, last=sites))
+    return path
+
+
+class Chaos:
+    """Runs the crawl of a study in a lab that is up, injecting faults, resuming, and checking at the end."""
+
+    def __init__(self, lab: Any, work: Path, visits: int, faults: int, seed: int, gap: tuple[float, float]):
+        self.lab, self.work, self.wanted, self.rng, self.gap = lab, work, faults, random.Random(seed), gap
+        self.results = work / "results"
+        self.study = write_study(work, visits, seed)
+        self.store = self.results / "store.sqlite"
+        self.report = ChaosReport(planned=len(load_study(str(self.study)).plan()))
+        self.log = open(work / "crawl.log", "a")  # noqa: SIM115 - kept for the whole run, closed in run()
+
+    def argv(self) -> list[str]:
+        """The crawl command, the same for the first run and every resume."""
+        cfg = self.lab.config
+        return [
+            *(sys.executable, "-m", "harness.cli", "crawl", str(self.study), "--store", str(self.store)),
+            *("--prefix", cfg.prefix, "--subnet", cfg.settings.subnet, "--backend", "userspace"),
+        ]
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """Start (or resume) the crawl."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "DNSSTUDY_PROGRESS_INTERVAL": "0"}
+        return subprocess.Popen(self.argv(), cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def run(self) -> ChaosReport:
+        """Crawl to the end under faults, then check; the results tmpfs is unmounted, the lab left up."""
+        self.results.mkdir(parents=True, exist_ok=True)
+        # A disk of its own, small enough to fill in a moment.
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(self.results)], check=True)
+        began = time.monotonic()
+        try:
+            self._crawl_under_faults()
+            self.report.seconds = time.monotonic() - began
+            self._check_store()
+            self._check_files()
+        finally:
+            self.log.close()
+            # The injected-fault log and the store outlive the tmpfs, for a failed check to be read.
+            faults = [f.__dict__ for f in self.report.faults]
+            (self.work / "faults.json").write_text(json.dumps(faults, indent=1))
+            if self.store.exists():
+                shutil.copyfile(self.store, self.work / "store.sqlite")
+            subprocess.run(["umount", "-l", str(self.results)], check=False)
+        return self.report
+
+    def _crawl_under_faults(self) -> None:
+        """Inject faults until enough are in, resuming whenever the crawl stops, until it finishes."""
+        crawl = self.start()
+        next_at = time.monotonic() + self.rng.uniform(*self.gap)
+        while True:
+            code = crawl.poll()
+            if code is not None:
+                self.report.exit_codes[code] += 1
+                if code == 0:
+                    return
+                if self.report.exit_codes[code] > 10 * max(1, self.wanted) + 10:
+                    raise RuntimeError(f"the crawl keeps exiting {code}: see {self.work / 'crawl.log'}")
+                self.report.resumes += 1
+                crawl = self.start()
+            elif len(self.report.faults) < self.wanted and time.monotonic() >= next_at:
+                if self._inject(crawl):
+                    next_at = time.monotonic() + self.rng.uniform(*self.gap)
+                else:  # nothing to hit right now (e.g. no stub between visits): try again soon
+                    next_at = time.monotonic() + 0.3
+            time.sleep(0.1)
+
+    def _inject(self, crawl: subprocess.Popen[bytes]) -> bool:
+        """One fault of a random kind; False if its target is not running now."""
+        kind = self.rng.choice(KINDS)
+        start = time.time()
+        if kind == "crawl":
+            crawl.kill()
+            crawl.wait()
+            target = f"crawl pid {crawl.pid}"
+        elif kind in CLIENT_PROGRAMS or kind == "delayer":
+            found = self._pids(kind)
+            if not found:
+                return False
+            pid = self.rng.choice(found)
+            _signal(pid, signal.SIGKILL)
+            target = f"{kind} pid {pid}"
+        elif kind == "stop-resolver":
+            pid = self._resolver_pid()
+            _signal(pid, signal.SIGSTOP)
+            time.sleep(self.rng.uniform(1.0, 15.0))
+            _signal(pid, signal.SIGCONT)
+            target = f"resolver-near pid {pid}"
+        else:
+            self._fill_disk(self.rng.uniform(1.0, 10.0))
+            target = str(self.results)
+        self.report.faults.append(Fault(kind, start, time.time(), target))
+        return True
+
+    def _pids(self, kind: str) -> list[int]:
+        """Processes of a kind: in the client namespace by program, or the shaper's delayers."""
+        names = self.lab.config.namespaces
+        if kind == "delayer":
+            return [p for p in netns.pids_in(names["shaper"]) if "delayer" in _cmdline(p)]
+        return [p for p in netns.pids_in(names["client"]) if _comm(p) == CLIENT_PROGRAMS[kind]]
+
+    def _resolver_pid(self) -> int:
+        """The pid of resolver-near, from the lab's state."""
+        state = json.loads((Path(self.lab.run_dir) / "state.json").read_text())
+        return next(int(d["pid"]) for d in state["daemons"] if d["name"] == "resolver-near")
+
+    def _fill_disk(self, hold: float) -> None:
+        """Fill the results tmpfs to the last byte, hold it full, free it."""
+        filler = self.results / "filler"
+        try:
+            with open(filler, "wb") as f:
+                while True:
+                    f.write(b"\0" * 1024 * 1024)
+        except OSError:
+            pass  # ENOSPC: the disk is full
+        time.sleep(hold)
+        filler.unlink(missing_ok=True)
+
+    def _check_store(self) -> None:
+        """Store equals plan, each visit once; no counted failure while a fault acted."""
+        plan = load_study(str(self.study)).plan()
+        db = sqlite3.connect(self.store)
+        try:
+            rows = db.execute(
+                "SELECT ordinal, network, site, resolver, protocol, status, visit_id, started_at, error_class, "
+                "counted, detail FROM visits ORDER BY ordinal"
+            ).fetchall()
+        finally:
+            db.close()
+        expected = [(v.ordinal, v.network, v.site.domain, v.resolver, v.protocol) for v in plan]
+        same = [r[:5] for r in rows] == expected
+        once = all(r[5] == "done" for r in rows) and len({r[6] for r in rows}) == len(rows) == len(plan)
+        self.report.checks["store equals plan"] = "ok" if same else f"{len(rows)} rows, {len(plan)} planned"
+        self.report.checks["every visit done once"] = "ok" if once else "visits missing, not done or repeated"
+        blamed = [r for r in rows if r[9] and r[8] != "Successful" and self._during_fault(r[7])]
+        self.report.checks["no counted failure during a fault"] = (
+            "ok" if not blamed else "; ".join(f"visit {r[0]} {r[4]} at {r[7]}: {r[8]}: {r[10]}" for r in blamed[:5])
+        )
+        others = [r for r in rows if r[9] and r[8] != "Successful" and r not in blamed]
+        self.report.checks["counted failures outside faults (informative)"] = "ok" if not others else str(len(others))
+
+    def _during_fault(self, started_at: str | None) -> bool:
+        """True if a visit that started then could have run while a fault acted."""
+        if not started_at:
+            return False
+        try:
+            begun = float(started_at)
+        except ValueError:
+            begun = datetime.fromisoformat(started_at).timestamp()
+        return any(f.start - VISIT_REACH_S <= begun <= f.end for f in self.report.faults)
+
+    def _check_files(self) -> None:
+        """No orphan HAR or .part in the results, nothing left in the client namespace."""
+        db = sqlite3.connect(self.store)
+        try:
+            named = {p for (p,) in db.execute("SELECT har_path FROM visits WHERE har_path IS NOT NULL")}
+        finally:
+            db.close()
+        hars = self.results / "hars"
+        orphans = [
+            p.name
+            for p in hars.iterdir()
+            if p.name.endswith(".part") or p.name.endswith((".har", ".har.gz")) and str(p) not in named
+        ]
+        self.report.checks["no orphan file"] = "ok" if not orphans else ", ".join(orphans[:5])
+        left = [f"{p} {_comm(p)}" for p in netns.pids_in(self.lab.config.namespaces["client"])]
+        self.report.checks["nothing left in the client namespace"] = "ok" if not left else ", ".join(left)
+
+
+def check_lab_gone(lab: Any) -> dict[str, str]:
+    """After `lab down`: no namespace of the lab and no process naming its run directory."""
+    namespaces = [n for n in lab.config.namespaces.values() if netns.exists(n)]
+    run = f"/run/dnsstudy/{lab.config.prefix}/"
+    procs = [
+        f"{p.name} {_comm(int(p.name))}"
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and run in _cmdline(int(p.name))
+    ]
+    return {
+        "no namespace left": "ok" if not namespaces else ", ".join(namespaces),
+        "no process left": "ok" if not procs else ", ".join(procs),
+    }
+
+
+def _signal(pid: int, signum: int) -> None:
+    """Send a signal to a process that may have just ended."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from benchlab import add_lab_arguments, fresh_lab
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--visits", type=int, default=300)
+    parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--gap", type=float, nargs=2, default=(2.0, 12.0), help="seconds between faults (range)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/dnsstudy-chaos"))
+    add_lab_arguments(parser)
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    lab = fresh_lab(args)
+    try:
+        report = Chaos(lab, args.work, args.visits, args.faults, args.seed, tuple(args.gap)).run()
+    finally:
+        lab.down()
+    report.checks.update(check_lab_gone(lab))
+    print("\n".join(report.lines()))
+    sys.exit(0 if report.passed else 1)
+
+
+if __name__ == "__main__":
+    main()
