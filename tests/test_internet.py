@@ -357,9 +357,9 @@ def allowed_side(upstream):
 def test_up_is_idempotent_and_refuses_bad_input(side):
     assert side.up() is False and side.status().healthy
     with pytest.raises(HarnessError, match="interface 'nope0' does not exist"):
-        InternetSide(internet_config(f"{P}bad", "nope0", f"{_at(64)}/29")).up()
+        InternetSide(internet_config(f"{P}bd", "nope0", f"{_at(64)}/29")).up()
     with pytest.raises(HarnessError, match="must be an IPv4 /29"):
-        internet_config(f"{P}bad", UP_IF, f"{_at(0)}/24")
+        internet_config(f"{P}bd", UP_IF, f"{_at(0)}/24")
     for value, message in (
         ("::1", "IPv6"),
         ("127.0.0.1", "loopback"),
@@ -367,8 +367,8 @@ def test_up_is_idempotent_and_refuses_bad_input(side):
         ("1.2.3.4; drop", "IPv4 address or a resolver name"),
     ):
         with pytest.raises(HarnessError, match=message):
-            InternetSide(internet_config(f"{P}bad", UP_IF, f"{_at(64)}/29")).up(allow=[value])
-    assert not netns.exists(f"{P}bad-client")
+            InternetSide(internet_config(f"{P}bd", UP_IF, f"{_at(64)}/29")).up(allow=[value])
+    assert not netns.exists(f"{P}bd-client")
     assert InternetSide.named(side.name).config.interface == UP_IF
 
 
