@@ -67,3 +67,38 @@ def mounts_mentioning(text: str) -> list[str]:
 
 def namespace_exists(name: str) -> bool:
     return netns.exists(name)
+
+
+#: A small lab study for crawl tests: two sites, near and far, Do53 and DoH, wired and 4G.
+STUDY = """
+name = "{name}"
+description = "a small crawl for the tests"
+target = "lab"
+seed = {seed}
+rounds = 1
+networks = ["wired", "4g"]
+resolvers = ["near", "far"]
+protocols = ["do53", "doh"]
+page_load_timeout_s = 30
+
+[sites]
+list = "tranco/paper-2019.csv"
+
+[[sites.select]]
+group = "top"
+ranks = [1, 1000]
+every = 500
+
+[link_check]
+probes = 200
+seconds = 1.0
+"""
+
+
+def study_file(tmp_path: Path, name: str = "crawltest", seed: int = 5, changes: dict[str, str] | None = None) -> Path:
+    text = STUDY.format(name=name, seed=seed)
+    for old, new in (changes or {}).items():
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path

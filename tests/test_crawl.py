@@ -17,45 +17,13 @@ import pytest
 from harness import netns
 from harness.study import load_study
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
+from tests.lab_tools import study_file
 
 pytestmark = pytest.mark.lab
 
 ROOT = Path(__file__).resolve().parent.parent
 DNSSTUDY = [sys.executable, "-m", "harness.cli"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-STUDY = """
-name = "{name}"
-description = "a small crawl for the tests"
-target = "lab"
-seed = {seed}
-rounds = 1
-networks = ["wired", "4g"]
-resolvers = ["near", "far"]
-protocols = ["do53", "doh"]
-page_load_timeout_s = 30
-
-[sites]
-list = "tranco/paper-2019.csv"
-
-[[sites.select]]
-group = "top"
-ranks = [1, 1000]
-every = 500
-
-[link_check]
-probes = 200
-seconds = 1.0
-"""
-
-
-def study_file(tmp_path: Path, name: str = "crawltest", seed: int = 5, changes: dict[str, str] | None = None) -> Path:
-    text = STUDY.format(name=name, seed=seed)
-    for old, new in (changes or {}).items():
-        text = text.replace(old, new)
-    path = tmp_path / f"{name}.toml"
-    path.write_text(text)
-    return path
 
 
 def crawl_argv(

@@ -26,35 +26,12 @@ from harness.lock import Busy, FileLock, holding
 from harness.study import load_study
 from harness.timer import hostnames_from_hars, read_hostnames
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
+from tests.lab_tools import study_file as crawl_study
 
 ROOT = Path(__file__).resolve().parent.parent
 DNSSTUDY = [sys.executable, "-m", "harness.cli"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-#: One block on the wired link: eight visits (two sites, near and far, Do53 and DoH), then the timer.
-STUDY = """
-name = "{name}"
-description = "a small crawl for the durability tests"
-target = "lab"
-seed = {seed}
-rounds = 1
-networks = ["wired"]
-resolvers = ["near", "far"]
-protocols = ["do53", "doh"]
-page_load_timeout_s = 30
-
-[sites]
-list = "tranco/paper-2019.csv"
-
-[[sites.select]]
-group = "top"
-ranks = [1, 1000]
-every = 500
-
-[link_check]
-probes = 200
-seconds = 1.0
-"""
 
 # -- fast: the lock ---------------------------------------------------------------------
 
@@ -168,9 +145,8 @@ def test_the_default_store_is_in_the_checkout_wherever_the_command_runs():
 
 
 def study_file(tmp_path: Path, name: str, seed: int) -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(STUDY.format(name=name, seed=seed))
-    return path
+    """One block on the wired link: eight visits (two sites, near and far, Do53 and DoH), then the timer."""
+    return crawl_study(tmp_path, name=name, seed=seed, changes={'networks = ["wired", "4g"]': 'networks = ["wired"]'})
 
 
 def crawl_argv(study: Path, store: Path | str, prefix: str = TEST_PREFIX, subnet: str = TEST_SUBNET) -> list[str]:

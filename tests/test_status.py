@@ -36,6 +36,7 @@ from harness.sitelist import Site
 from harness.status import store_status
 from harness.store import Store
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
+from tests.lab_tools import study_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATIONS = [("near", "do53"), ("near", "doh")]
@@ -367,30 +368,6 @@ def test_status_reads_without_disturbing_a_writer_and_refuses_what_is_no_store(t
 
 # -- a real crawl, its output in a file ------------------------------------------------------------------------
 
-STUDY = """
-name = "statustest"
-description = "a crawl followed through its log and dnsstudy status"
-target = "lab"
-seed = 9
-rounds = 1
-networks = ["wired"]
-resolvers = ["near", "far"]
-protocols = ["do53", "doh"]
-page_load_timeout_s = 30
-
-[sites]
-list = "tranco/paper-2019.csv"
-
-[[sites.select]]
-group = "top"
-ranks = [1, 1000]
-every = 500
-
-[link_check]
-probes = 200
-seconds = 1.0
-"""
-
 
 def _crawl(study: Path, store: Path, log: Path) -> subprocess.Popen:
     argv = [sys.executable, "-m", "harness.cli", "crawl", str(study), "--store", str(store)]
@@ -426,8 +403,10 @@ def _browser_running(namespace: str) -> bool:
 
 @pytest.mark.lab
 def test_a_crawl_logs_progress_to_a_file_and_status_follows_it_through_a_kill(lab, tmp_path):
-    study, store = tmp_path / "statustest.toml", tmp_path / "run" / "store.sqlite"
-    study.write_text(STUDY)
+    store = tmp_path / "run" / "store.sqlite"
+    study = study_file(
+        tmp_path, name="statustest", seed=9, changes={'networks = ["wired", "4g"]': 'networks = ["wired"]'}
+    )
     namespace = lab.config.namespaces["client"]
     # Someone's program in the client namespace, run by this (living) test: not a leftover, never stopped.
     bystander = subprocess.Popen(netns.command(namespace, ["sleep", "600"]))
