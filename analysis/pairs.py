@@ -45,13 +45,14 @@ def measured(visits: pd.DataFrame, metric: Metric | str = ONLOAD) -> pd.Series:
 
 
 def load_time_table(visits: pd.DataFrame, network: str, metric: Metric | str = ONLOAD) -> pd.DataFrame:
-    """Successful visits' ``metric`` (onLoad unless told) on one network: one row per (crawl, round, site), one
-    column per configuration. A visit without the metric is left out, so a site with onLoad but no FCP under
-    one configuration drops out of that configuration's FCP pairs only."""
+    """Successful visits' ``metric`` (onLoad unless told) on one network: one row per (crawl, vantage point,
+    round, site), one column per configuration, so a pair never joins visits from two vantage points. A visit
+    without the metric is left out, so a site with onLoad but no FCP under one configuration drops out of that
+    configuration's FCP pairs only."""
     column = get_metric(metric).column
     ok = visits[(visits["network"] == network) & measured(visits, metric)]
     table = ok.pivot_table(
-        index=["study_id", "round", "site"],
+        index=["study_id", "vantage_point", "round", "site"],
         columns=["resolver", "protocol"],
         values=column,
         aggfunc="first",

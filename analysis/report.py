@@ -7,7 +7,7 @@ import html
 import io
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -79,12 +79,35 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
     if not visits.empty:
         sections.append(_protocols(report, results, settings))
         sections.append(_outcomes(report, visits, settings))
+        if visits["vantage_point"].nunique() > 1:
+            sections.append(_vantage_points(report, results, networks, settings))
 
     fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
     sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
     report.html.write_text(_page(sections, settings))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _vantage_points(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
+    """Configurations compared across vantage points: success and median onLoad side by side, then each
+    vantage point's own grids (the grids above pool every vantage point's pairs, each pair within one)."""
+    frame = tables.vantage_point_table(results.visits, settings)
+    caption = "Per vantage point: counted visits, success % and median onLoad of Successful visits"
+    report.tables += tables.write_table(frame, report.out / "tables" / "vantage-points", caption)
+    parts = ["<h2>Vantage points</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
+    order = configurations(results.visits)
+    for place in sorted(results.visits["vantage_point"].astype(str).unique()):
+        mine = replace(results, visits=results.visits[results.visits["vantage_point"].astype(str) == place])
+        for network in networks:
+            if not (mine.visits["network"] == network).any():
+                continue
+            parts.append(f"<h3>{html.escape(place)}, {html.escape(settings.labels.network(network))}</h3>")
+            parts += [
+                _pairs(report, mine, network, metric, order, settings, key=f"{network}-{place}")
+                for metric in settings.grid.metric_list()
+            ]
+    return "\n".join(parts)
 
 
 def _pairs(
@@ -94,6 +117,7 @@ def _pairs(
     metric: Metric,
     order: list[Configuration],
     settings: AnalysisSettings,
+    key: str | None = None,
 ) -> str:
     """One metric's grid on one network: its table of pairs, figure, marked pairs and every pair's statistics,
     after a note of the Successful visits that lack the metric. When none has it there is no grid (every cell
@@ -107,7 +131,7 @@ def _pairs(
     cells = grid(results.visits, network, settings, order, metric)
     report.tables += tables.write_table(
         grid_frame(cells, settings.labels),
-        report.out / "tables" / file_stem("pairs", metric, network),
+        report.out / "tables" / file_stem("pairs", metric, key or network),
         f"Paired {metric.label} differences, {label} (row minus column, {metric.unit}; shares of pairs with the "
         f"row slower or faster by more than {settings.grid.large_difference_ms:g} ms; sign_disagrees: the "
         f"median and the mean have opposite signs, and the verdict reads the median only)",
@@ -124,7 +148,7 @@ def _pairs(
         [
             head,
             note,
-            _figure(report, fig, file_stem("grid", metric, network), caption),
+            _figure(report, fig, file_stem("grid", metric, key or network), caption),
             _disagreements(cells, settings),
             _verdicts(cells, settings),
         ]

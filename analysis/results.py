@@ -41,10 +41,13 @@ VISIT_COLUMNS = [
     "fcp_ms",
     "lcp_ms",
     "dcl_ms",
+    "vantage_point",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
-OPTIONAL_VISIT_COLUMNS = ("fcp_ms", "lcp_ms", "dcl_ms")
+OPTIONAL_VISIT_COLUMNS = ("fcp_ms", "lcp_ms", "dcl_ms", "vantage_point")
+#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host.
+ABSENT_AS = {"vantage_point": ""}
 #: The columns of the metrics a grid can be drawn for (analysis/metrics.py), always read as floats.
 METRIC_COLUMNS = tuple(m.column for m in METRICS.values())
 TIMING_COLUMNS = [
@@ -62,6 +65,7 @@ TIMING_COLUMNS = [
     "status",
     "error",
 ]
+OPTIONAL_TIMING_COLUMNS = ("vantage_point",)
 
 
 class ResultsError(Exception):
@@ -112,6 +116,7 @@ _CATEGORIES = (
     "status",
     "error_class",
     "paper_2019",
+    "vantage_point",
 )
 _CHUNK = 200_000
 
@@ -135,7 +140,9 @@ def _read_visits(db: sqlite3.Connection, absent: list[str]) -> pd.DataFrame:
         for column in _CATEGORIES:
             chunk[column] = chunk[column].astype("category")
         for column in absent:
-            chunk[column] = np.nan
+            chunk[column] = ABSENT_AS.get(column, np.nan)
+            if column in _CATEGORIES:
+                chunk[column] = chunk[column].astype("category")
         # A chunk whose column is all NULL comes back as object dtype: make every metric float, as one with values is.
         for column in METRIC_COLUMNS:
             chunk[column] = chunk[column].astype("float64")
@@ -177,6 +184,17 @@ def _order_protocols(visits: pd.DataFrame, order: list[str]) -> None:
     visits["protocol"] = visits["protocol"].cat.set_categories(ranked, ordered=True)
 
 
+def _read_timings(db: sqlite3.Connection) -> pd.DataFrame:
+    """Timer records; a column the store predates reads as `ABSENT_AS` says."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(timings)")}
+    present = [c for c in OPTIONAL_TIMING_COLUMNS if c in have]
+    frame = pd.read_sql_query(f"SELECT {', '.join(TIMING_COLUMNS + present)} FROM timings", db)
+    for column in OPTIONAL_TIMING_COLUMNS:
+        if column not in have:
+            frame[column] = ABSENT_AS[column]
+    return frame
+
+
 def load(paths: list[Path] | Path) -> Results:
     """Read one or several stores. Visits still planned are left out (they have no outcome yet).
 
@@ -195,9 +213,10 @@ def load(paths: list[Path] | Path) -> Results:
             order += _protocol_order(db)
             absent = _absent_columns(db)
             for column in absent:
-                lacking.setdefault(column, []).append(str(path))
+                if column not in ABSENT_AS:  # a metric the store predates: the report says why it is missing
+                    lacking.setdefault(column, []).append(str(path))
             frames["visits"].append(_read_visits(db, absent))
-            frames["timings"].append(pd.read_sql_query(f"SELECT {', '.join(TIMING_COLUMNS)} FROM timings", db))
+            frames["timings"].append(_read_timings(db))
             frames["link_checks"].append(
                 pd.read_sql_query("SELECT study_id, block, network, backend, problem, record FROM link_checks", db)
             )

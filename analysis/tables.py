@@ -60,6 +60,34 @@ def outcome_table(visits: pd.DataFrame, taxonomy: str, settings: AnalysisSetting
     return pd.DataFrame(rows).fillna(0.0) if rows else pd.DataFrame()
 
 
+def vantage_point_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
+    """Per network and configuration, for each vantage point: counted visits, success % and median onLoad (ms)."""
+    labels = settings.labels
+    places = sorted(visits["vantage_point"].astype(str).unique())
+    rows = []
+    for network in _networks(visits):
+        sub = visits[(visits["network"] == network) & visits["counted"].fillna(False).astype(bool)]
+        for resolver, protocol in configurations(visits):
+            row: dict[str, object] = {
+                "network": labels.network(network),
+                "resolver": labels.resolver(resolver),
+                "protocol": labels.protocol(protocol),
+            }
+            mine = sub[(sub["resolver"] == resolver) & (sub["protocol"] == protocol)]
+            if mine.empty:
+                continue
+            for place in places:
+                here = mine[mine["vantage_point"].astype(str) == place]
+                ok = here[here["error_class"] == "Successful"]
+                row[f"{place} visits"] = len(here)
+                row[f"{place} success %"] = round(_pct(len(ok), len(here)), 2) if len(here) else float("nan")
+                row[f"{place} median onLoad ms"] = (
+                    round(float(ok["on_load_ms"].median()), 1) if len(ok) else float("nan")
+                )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def success_differences(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
     """Success-rate difference of every two configurations per network, with its confidence interval."""
     labels, confidence = settings.labels, settings.statistics.confidence

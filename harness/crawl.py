@@ -20,8 +20,6 @@ its block.
 from __future__ import annotations
 
 import os
-import platform
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -34,29 +32,21 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from harness.arms.evidence import resolver_counters
-from harness.browser.har import fsync_directory
 from harness.crawler import ending
-from harness.daemons import stopped
 from harness.errors import HarnessError
-from harness.leftovers import stop_leftovers
 from harness.lock import crawling
 from harness.logs import bound_logs
 from harness.place import Place
 from harness.plan import PlannedVisit
 from harness.progress import ProgressLog
 from harness.schedule import estimate, round_start
-from harness.shaping.check import check_link, read_sysctl
-from harness.shaping.profile import LinkProfile, load_link_profile
-from harness.shaping.shaper import Shaper
+from harness.station import CrawlHalted, Station
 from harness.store import Store, disk_full
 from harness.study import LoadedStudy, as_current_study, check_resolvers, check_sites
-from harness.timer import PairTimings, TimerSettings, read_hostnames, time_pairs
-from harness.visit import Visitor, VisitResult
+from harness.timer import read_hostnames
+from harness.visit import Visitor
 
-
-class CrawlHalted(HarnessError):
-    """The harness itself is broken (the lab died, the link cannot be shaped): stop, keep the visit planned."""
+__all__ = ["Crawl", "CrawlHalted", "CrawlSummary", "DiskFull"]
 
 
 class DiskFull(CrawlHalted):
@@ -95,6 +85,11 @@ class Crawl:
         console: Console | None = None,
         moved: bool = False,
     ):
+        if loaded.study.vantage_points:
+            raise HarnessError(
+                f"{loaded.path}: vantage_points: the study names {len(loaded.study.vantage_points)} vantage points; "
+                "crawl it with 'dnsstudy coordinate' and a 'dnsstudy worker' at each (docs/distributed.md)"
+            )
         if loaded.study.target != place.kind:
             raise HarnessError(
                 f"{loaded.path}: target: the study is for the {loaded.study.target}, "
@@ -108,12 +103,11 @@ class Crawl:
         # Absolute, symlinks resolved: HAR paths in the store must not depend on the working directory.
         self.results_dir = Path(os.path.realpath(results_dir))
         self.moved = moved  # the user says the results directory was moved here: rewrite its HAR paths
-        self.shaper = Shaper(place, backend)
         self.console = console or Console()
         self.stopping = False
         self._pid = os.getpid()
         self.tally: dict[tuple[str, str], list[int]] = {}  # (resolver, protocol) -> [successful, counted]
-        self.links: dict[str, LinkProfile] = {n: load_link_profile(n) for n in self.study.networks}
+        self.station = Station(place, self.study, self.results_dir, backend, self.console, lambda: self.stopping)
 
     # -- before the first visit -------------------------------------------------
 
@@ -144,20 +138,6 @@ class Crawl:
             )
         return self.store.progress(self.study_id)[1]
 
-    def environment(self, visitor: Visitor) -> dict[str, str]:
-        ns = self.place.namespaces
-        env = {
-            **visitor.versions,
-            "kernel": platform.release(),
-            "python": platform.python_version(),
-            "shaping_backend": self.shaper.choose_backend(),
-            **self.place.describe(),
-        }
-        for role in ("client", "server"):
-            if role in ns:
-                env[f"congestion_control_{role}"] = read_sysctl(ns[role], "net.ipv4.tcp_congestion_control")
-        return env
-
     # -- the loop --------------------------------------------------------------------
 
     def run(self, visitor: Visitor | None = None) -> CrawlSummary:
@@ -175,7 +155,7 @@ class Crawl:
                     raise self._disk_full(exc) from None
                 raise
             except subprocess.TimeoutExpired as exc:
-                raise CrawlHalted(self._timed_out(exc)) from None
+                raise CrawlHalted(self.station.timed_out(exc)) from None
 
     def _disk_full(self, exc: OSError | sqlite3.Error) -> DiskFull:
         """The one-line halt of a full disk, naming where the write failed and what is left to do."""
@@ -185,33 +165,17 @@ class Crawl:
             f"disk full at {where}: {total - done} visits still planned; free space and run the same command to resume"
         )
 
-    def _timed_out(self, exc: subprocess.TimeoutExpired) -> str:
-        """The one-line halt of a helper that overran its timeout (a hung daemon behind it, usually)."""
-        argv = [str(a) for a in exc.cmd] if isinstance(exc.cmd, list | tuple) else str(exc.cmd).split()
-        program = argv[4] if argv[:3] == ["ip", "netns", "exec"] and len(argv) > 4 else argv[0]
-        return (
-            f"{self.place.name}: {Path(program).name} did not finish in {exc.timeout:g} s ({' '.join(argv)}); "
-            f"the crawl stopped with the visit still planned: once the {self.place.kind} is healthy again "
-            f"('{self.place.up_command}'), run the same command to resume"
-        )
-
     def _run(self, visitor: Visitor | None = None) -> CrawlSummary:
         """The crawl itself, under the locks `run` holds."""
         started = time.monotonic()
         summary = CrawlSummary()
         self.prepare()
         self._clean_up_after_a_kill()
-        visitor = visitor or Visitor(
-            self.place,
-            self.results_dir,
-            timeout=self.study.page_load_timeout_s,
-            stub_idle_timeout_ms=self.study.arms.stub_idle_timeout_ms,
-            browser_dns=self.study.browser_dns,
-            stubs=self.study.arms.stubs,
-        )
+        if visitor is not None:
+            self.station.visitor = visitor
         # The study's lab faults hold for the whole crawl, and are undone when it ends however it ends.
         self.place.apply_faults([(f.name, f.resolver) for f in self.study.faults])
-        self.store.record_environment(self.study_id, self.environment(visitor))
+        self.store.record_environment(self.study_id, self.station.environment())
         first_start = self.store.started_at(self.study_id, time.time())
         done, total = self.store.progress(self.study_id)
         self.console.print(
@@ -246,7 +210,7 @@ class Crawl:
                         if block is not None:
                             self._finish_block(*block, summary)
                         block = (visit.block, visit.network)
-                        if not self._start_block(visit, first_start, visitor):
+                        if not self._start_block(visit, first_start):
                             break
                         report.block_started(visit)
                     progress.update(
@@ -255,7 +219,7 @@ class Crawl:
                     )
                     # Lab and stub logs live in RAM: bounded between visits, where no stub reads them.
                     bound_logs(self.place.run_dir / "logs")
-                    if self._visit(visit, visitor, summary):
+                    if self._visit(visit, summary):
                         progress.advance(task)
                         live.update(Group(progress, self._success_table()))
                         report.visit_done(visit, summary)
@@ -280,44 +244,21 @@ class Crawl:
         """A crawl killed mid-visit leaves its browser, driver and stub running in the client namespace
         (they have sessions of their own, so that a Ctrl-C reaches only the crawl): orphans, stopped and named.
         A program someone runs there (a shell, a benchmark) is named and left alone (harness/leftovers.py)."""
-        notes = stop_leftovers(self.place.namespaces["client"])
-        self.place.client_side().restore_system_resolver()  # a killed DoH visit leaves a dead resolver there
-        for work in (self.place.run_dir / "visits").glob("visit-*"):
-            shutil.rmtree(work, ignore_errors=True)
+        notes = self.station.clean_up_after_a_kill()
         for note in notes:  # nothing at all when nothing was left
             self.console.print(note, markup=False, highlight=False, soft_wrap=True)
         self._remove_orphans()
 
     def _remove_orphans(self) -> None:
-        """Remove what a killed visit left in the results' hars/: HARs no done visit names, and .part files.
-
-        `prepare` claimed the directory first: another store's HARs there would all look like orphans.
-        """
+        """Remove what a killed visit left in the results' hars/ (`Store.remove_orphan_hars`)."""
         hars = self.results_dir / "hars"
-        referenced = self.store.referenced_hars()
-        removed = 0
-        for path in hars.iterdir():
-            if path.name.endswith(".part") or (path.name.endswith((".har", ".har.gz")) and str(path) not in referenced):
-                path.unlink(missing_ok=True)
-                removed += 1
+        removed = self.store.remove_orphan_hars(hars)
         if removed:
             self.console.print(f"removed {removed} files interrupted visits left in {hars} (unrecorded HARs, .part)")
 
     def _claim(self, hars: Path) -> None:
-        """One store per results directory: `hars/.store` names the store whose HARs these are."""
-        hars.mkdir(parents=True, exist_ok=True)
-        fsync_directory(hars.parent)  # hars/ itself must survive a power cut before a record names a HAR in it
-        marker, mine = hars / ".store", str(os.path.realpath(self.store.path))
-        try:
-            owner = marker.read_text().strip()
-        except FileNotFoundError:
-            owner = ""
-        if owner and owner != mine and Path(owner).exists() and not self.moved:
-            raise HarnessError(
-                f"{hars} holds the HARs of another store, {owner}: give this store a directory of its own"
-            )
-        if owner != mine:
-            marker.write_text(mine + "\n")
+        """One store per results directory (`Store.claim_hars`)."""
+        self.store.claim_hars(hars, self.moved)
 
     def _on_signal(self, signum, frame) -> None:
         if os.getpid() != self._pid:  # a forked helper (pyroute2's namespace workers) being stopped
@@ -327,7 +268,7 @@ class Crawl:
         self.stopping = True
         self.console.print("stopping after the current visit (Ctrl-C again to stop now)")
 
-    def _start_block(self, visit: PlannedVisit, first_start: float, visitor: Visitor) -> bool:
+    def _start_block(self, visit: PlannedVisit, first_start: float) -> bool:
         """Wait for the round's start, shape the link, check it; False if stopped while waiting."""
         not_before = round_start(self.loaded, visit.round, first_start)
         if time.time() < not_before:
@@ -338,134 +279,30 @@ class Crawl:
                 time.sleep(min(5.0, not_before - time.time()))
             if self.stopping:
                 return False
-        self._require_responsive(visit)  # a frozen resolver would fail the link check's neighbours, then visits
-        link = self.links[visit.network]
-        visitor.network = visit.network
-        for _attempt in (1, 2):
-            self.shaper.apply(link)
-            check = self._check_link(link)
-            self.store.add_link_check(self.study_id, visit.block, visit.network, check)
-            if check.get("problem") is None:
-                break
-            self.shaper.clear()  # a broken link: rebuild it once from scratch
-        else:
-            raise CrawlHalted(
-                f"network {visit.network}: the link check failed twice ({check['problem']}); "
-                "the crawl stopped with the visit still planned"
-            )
-        missed = [k for k, ok in check.get("verdicts", {}).items() if ok is False]
-        rtt = check.get("rtt_mean_ms")
-        self.console.print(
-            f"block {visit.block}: {visit.network} ({check.get('backend')} backend)"
-            + (f", RTT {rtt:g} ms" if rtt is not None else "")
-            + (f"; off target: {', '.join(missed)}" if missed else ", on target")
+        check = self.station.start_block(
+            visit.network,
+            visit,
+            on_check=lambda c: self.store.add_link_check(self.study_id, visit.block, visit.network, c),
         )
+        self.console.print(self.station.describe_check(visit.block, visit.network, check))
         return True
 
-    def _check_link(self, link: LinkProfile) -> dict:
-        backend = (self.shaper.state() or {}).get("backend")
-        if self.place.probe_peer() is not None:
-            s = self.study.link_check
-            check = check_link(self.place, link, backend, probes=s.probes, seconds=s.seconds).to_dict()
-        else:  # no echo or rate peer (the Internet): the timer's RTTs are the check there
-            check = {
-                "profile": link.name,
-                "backend": backend,
-                "problem": None,
-                "note": f"{self.place.kind} side: no probe peer; only the shaping daemons are checked",
-            }
-        check["problem"] = check.get("problem") or self.shaper.problem()
-        return check
-
-    def _visit(self, visit: PlannedVisit, visitor: Visitor, summary: CrawlSummary) -> bool:
+    def _visit(self, visit: PlannedVisit, summary: CrawlSummary) -> bool:
         """Run one planned visit (retrying harness failures) and record it; False if left planned."""
-        retries = self.study.infrastructure_retries
-        failed: list[dict] = []  # the harness failures retried, kept with the record
-        for attempt in range(retries + 1):
-            if attempt:
-                summary.retried += 1
-                self.shaper.apply(self.links[visit.network])  # re-applies only if a delayer died
-            try:
-                result = visitor.visit_once(visit.url, visit.protocol, visit.resolver)
-            except HarnessError:  # e.g. a dead resolver's statistics cannot be read
-                self._halt_if_unhealthy(visit)
-                raise
-            if result.error_class != "Successful":
-                # A dead resolver or web server would look like a protocol failure: never record that.
-                self._halt_if_unhealthy(visit, result)
-            if result.counted:
-                break
-            if self.stopping:  # the failure may be the stop itself: run the visit again on resume
-                _discard_har(result)
-                return False
-            if attempt < retries:
-                _discard_har(result)
-                failed.append(
-                    {"error_class": result.error_class, "detail": result.detail, "started_at": result.started_at}
-                )
-        else:
-            summary.infrastructure += 1
-        record = result.to_dict()
-        record.update(
-            round=visit.round, block=visit.block, rank=visit.site.rank, site_group=visit.site.group, retried=failed
-        )
+        outcome = self.station.visit(visit)
+        if outcome is None:
+            return False
+        summary.retried += outcome.attempts
+        summary.infrastructure += outcome.infrastructure
         # If this fails (a full disk), the HAR stays until the next run's orphan pass: that pass asks the store,
         # and only the store knows for sure whether a failed commit left the record out.
-        self.store.complete(self.study_id, visit, record, attempts=attempt)
+        self.store.complete(self.study_id, visit, outcome.record, attempts=outcome.attempts)
         ok_counted = self.tally.setdefault((visit.resolver, visit.protocol), [0, 0])
-        ok_counted[0] += result.error_class == "Successful"
-        ok_counted[1] += result.counted
+        ok_counted[0] += outcome.record["error_class"] == "Successful"
+        ok_counted[1] += bool(outcome.record["counted"])
         summary.visits += 1
-        summary.per_network.setdefault(visit.network, []).append(result.wall_s)
+        summary.per_network.setdefault(visit.network, []).append(outcome.wall_s)
         return True
-
-    def _halt_if_unhealthy(self, visit: PlannedVisit, result: VisitResult | None = None) -> None:
-        """Stop, the visit still planned, if a daemon of the place died or hangs (the visit's failure is ours)."""
-        status = self.place.status()
-        if status.healthy:
-            # A hung daemon is alive in /proc; the visit saw it (its statistics timed out), or we ask it now.
-            problem = (result.signal.get("place_problem") if result is not None else None) or self._unresponsive()
-            if problem is None:
-                return
-            if result is not None:
-                _discard_har(result)
-            raise CrawlHalted(self._hung(problem, visit))
-        if result is not None:
-            _discard_har(result)
-        raise CrawlHalted(
-            f"{self.place.name}: daemons died ({', '.join(status.dead)}); the crawl stopped "
-            f"with visit {visit.ordinal} still planned: bring the {self.place.kind} up again "
-            f"('{self.place.up_command}') and resume"
-        )
-
-    def _unresponsive(self) -> str | None:
-        """Why a daemon of the place hangs (stopped, or a resolver not answering its control channel), or None."""
-        # Lab daemons are listed with their pids; a stopped one is named at once, without waiting for a timeout.
-        for daemon in getattr(self.place.status(), "daemons", []):
-            if daemon.get("alive") and stopped(daemon["pid"]):
-                return f"{daemon['name']} is stopped (pid {daemon['pid']}, SIGSTOP?) and answers nothing"
-        for name in self.study.resolvers:
-            control = self.place.resolver(name).control_config
-            try:
-                if control is not None:
-                    resolver_counters(control)  # bounded by its own timeout
-            except HarnessError as exc:
-                return str(exc)
-        return None
-
-    def _require_responsive(self, visit: PlannedVisit | None = None) -> None:
-        """Halt if a resolver of the study hangs."""
-        problem = self._unresponsive()
-        if problem is not None:
-            raise CrawlHalted(self._hung(problem, visit))
-
-    def _hung(self, problem: str, visit: PlannedVisit | None) -> str:
-        """The one-line halt of a daemon that is alive but does not answer."""
-        left = f"visit {visit.ordinal}" if visit is not None else "the block's timer run"
-        return (
-            f"{self.place.name}: {problem}; the crawl stopped with {left} still planned: once the "
-            f"{self.place.kind} is healthy again ('{self.place.up_command}'), run the same command to resume"
-        )
 
     # -- after a block -------------------------------------------------------------------
 
@@ -477,11 +314,9 @@ class Crawl:
         """Time blocks whose visits are all done but whose timer run was lost to a kill."""
         if not self.study.timer.enabled:
             return
-        rows = self.store.untimed_blocks(self.study_id)
-        for block, network in rows:
+        for block, network in self.store.untimed_blocks(self.study_id):
             if self.stopping:
                 return
-            self.shaper.apply(self.links[network])
             self._time_block(block, network, summary)
 
     def _time_block(self, block: int, network: str, summary: CrawlSummary) -> None:
@@ -496,39 +331,19 @@ class Crawl:
                 f"block {block}: {len(unreadable)} HARs unreadable, skipped: {unreadable[0]}"
                 + (f" (and {len(unreadable) - 1} more, kept with the block)" if len(unreadable) > 1 else "")
             )
-        t = self.study.timer
-        settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms, concurrency=t.concurrency)
-        pairs = self.study.timer_pairs
         started = time.monotonic()
-        runs = time_pairs(
-            self.place.client_side(),
-            self.place.resolver,
-            pairs,
-            names,
-            settings,
-            self.study.seed,
-            pairs_key=("timer", str(block)),
-            names_key=(str(block),),
-            stopping=lambda: self.stopping,
-            on_pair=self._check_after_pair,
-        )
-        if names and len(runs) < len(pairs):
+        timed = self.station.time_hostnames(block, network, names)
+        if timed is None:
             return  # stopped part-way: the block is timed again on resume, whole
-        records = [{**x.to_dict(), "network": network} for run in runs for x in run.timings]
-        problems = [run.problem for run in runs if run.problem]
+        records, problems = timed
         self.store.add_block_timings(
             self.study_id, block, network, len(names), records, "; ".join(problems) or None, unreadable
         )
         summary.blocks_timed += 1
         self.console.print(
-            f"block {block}: timed {len(names)} hostnames x {len(pairs)} resolver/protocol pairs "
+            f"block {block}: timed {len(names)} hostnames x {len(self.study.timer_pairs)} resolver/protocol pairs "
             f"in {time.monotonic() - started:.0f} s" + (f"; problems: {'; '.join(problems)}" if problems else "")
         )
-
-    def _check_after_pair(self, run: PairTimings) -> None:
-        """A resolver that hangs makes every query of a pair a timeout: halt rather than store them as results."""
-        if run.problem or any(not t.ok for t in run.timings):
-            self._require_responsive()
 
     def _success_table(self) -> Table:
         table = Table("configuration", "visits", "successful", box=None, pad_edge=False)
@@ -536,9 +351,3 @@ class Crawl:
             ok, counted = self.tally.get((resolver, protocol), (0, 0))
             table.add_row(f"{resolver} {protocol}", str(counted), f"{100 * ok / counted:.0f} %" if counted else "-")
         return table
-
-
-def _discard_har(result: VisitResult) -> None:
-    """A visit that is not recorded leaves no HAR behind."""
-    if result.har_path:
-        Path(result.har_path).unlink(missing_ok=True)

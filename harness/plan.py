@@ -5,13 +5,18 @@ the networks (shuffled per round) form blocks, so a link is shaped once
 per block; within a block the sites are shuffled, and for each site its
 configurations (resolver x protocol) are shuffled. Everything is drawn from
 one seed, so the same study always gives the same plan.
+
+A study with several vantage points repeats the same sequence at each, so
+a site is visited from every vantage point at about the same time; the
+plan lists them one vantage point after the other (ordinals and blocks
+count on across them), and each vantage point runs its own part in order.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.sitelist import Site
 
@@ -27,6 +32,7 @@ class PlannedVisit:
     site: Site
     resolver: str
     protocol: str
+    vantage_point: str = ""  # "" in a single-host study
 
     @property
     def url(self) -> str:
@@ -39,12 +45,32 @@ def _rng(seed: int, *key: object) -> random.Random:
 
 
 def make_plan(
-    sites: Sequence[Site], rounds: int, networks: Sequence[str], configurations: Sequence[tuple[str, str]], seed: int
+    sites: Sequence[Site],
+    rounds: int,
+    networks: Sequence[str],
+    configurations: Sequence[tuple[str, str]],
+    seed: int,
+    vantage_points: Sequence[str] = ("",),
+    first_ordinal: int = 0,
+    first_block: int = 0,
 ) -> Iterator[PlannedVisit]:
     """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice).
 
-    ``configurations`` are the (resolver, protocol) pairs each site is visited with.
+    ``configurations`` are the (resolver, protocol) pairs each site is visited with. A vantage point added
+    to a running study gets its part after the others: ``first_ordinal`` and ``first_block`` continue them.
     """
+    blocks = rounds * len(networks)
+    visits = blocks * len(sites) * len(configurations)
+    for index, place in enumerate(vantage_points):
+        ordinal, block = first_ordinal + index * visits, first_block + index * blocks
+        for visit in _one_place(sites, rounds, networks, configurations, seed):
+            yield replace(visit, ordinal=ordinal + visit.ordinal, block=block + visit.block, vantage_point=place)
+
+
+def _one_place(
+    sites: Sequence[Site], rounds: int, networks: Sequence[str], configurations: Sequence[tuple[str, str]], seed: int
+) -> Iterator[PlannedVisit]:
+    """The plan of one vantage point, ordinals and blocks from 0."""
     ordinal = block = 0
     for round_ in range(rounds):
         order = list(networks)

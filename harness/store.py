@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from harness.browser.har import fsync_directory
 from harness.errors import HarnessError
 from harness.plan import PlannedVisit
 from harness.protocols import names as protocol_names
@@ -93,14 +94,19 @@ ADDED_COLUMNS = [
     ("visits", "fcp_ms", "REAL"),
     ("visits", "lcp_ms", "REAL"),
     ("visits", "dcl_ms", "REAL"),
+    # Where the visit or timing ran: a study's vantage point, "" for a single-host study.
+    ("visits", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
+    ("timings", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
 ]
+#: Indexes on added columns, created with them.
+ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]
 
 #: SQLite's primary result code for "database or disk is full".
 SQLITE_FULL = 13
 #: Below this much free space an SQLite I/O error is taken for a full disk (its errno is not reported).
 NEARLY_FULL_BYTES = 1 << 20
 
-_PLAN_COLUMNS = "ordinal, study_id, round, block, network, rank, site, site_group, resolver, protocol"
+_PLAN_COLUMNS = "ordinal, study_id, round, block, network, rank, site, site_group, resolver, protocol, vantage_point"
 
 #: The crawl running on a study, or the last one that ran (harness/crawler.py tells whether it is alive).
 #: Created by the first crawl that starts, so stores from before it are read as they are.
@@ -151,6 +157,11 @@ class Store:
                     self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             except sqlite3.OperationalError:
                 pass  # a read-only store (a copy being analysed): readers do not need the column
+        for statement in ADDED_INDEXES:
+            try:
+                self.db.execute(statement)
+            except sqlite3.OperationalError:
+                pass  # read-only, as above
 
     def record_protocols(self) -> None:
         """The registry's protocols in table order, for readers that order configurations (`meta.protocols`).
@@ -255,11 +266,12 @@ class Store:
                 v.site.group,
                 v.resolver,
                 v.protocol,
+                v.vantage_point,
             )
             for v in plan
         )
         before = self.db.total_changes
-        self.db.executemany(f"INSERT INTO visits ({_PLAN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        self.db.executemany(f"INSERT INTO visits ({_PLAN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
         return self.db.total_changes - before
 
     def record_environment(self, study_id: str, values: dict[str, str]) -> None:
@@ -277,43 +289,91 @@ class Store:
             f"SELECT {_PLAN_COLUMNS} FROM visits WHERE study_id = ? AND status = 'planned' ORDER BY ordinal LIMIT 1",
             (study_id,),
         ).fetchone()
-        if row is None:
-            return None
-        ordinal, _, round_, block, network, rank, site, group, resolver, protocol = row
-        return PlannedVisit(ordinal, round_, block, network, Site(site, rank, group), resolver, protocol)
+        return None if row is None else _planned(row)
+
+    def planned_at(self, study_id: str, vantage_point: str, limit: int) -> list[PlannedVisit]:
+        """The first ``limit`` visits a vantage point has not done, in plan order."""
+        rows = self.db.execute(
+            f"SELECT {_PLAN_COLUMNS} FROM visits WHERE study_id = ? AND vantage_point = ? AND status = 'planned' "
+            "ORDER BY ordinal LIMIT ?",
+            (study_id, vantage_point, limit),
+        )
+        return [_planned(row) for row in rows]
+
+    def planned_visit(self, study_id: str, ordinal: int) -> tuple[PlannedVisit, bool] | None:
+        """A visit of the plan by ordinal, and whether it is done (None if the plan has no such visit)."""
+        row = self.db.execute(
+            f"SELECT {_PLAN_COLUMNS}, status FROM visits WHERE study_id = ? AND ordinal = ?", (study_id, ordinal)
+        ).fetchone()
+        return None if row is None else (_planned(row[:-1]), row[-1] == "done")
+
+    def vantage_points(self, study_id: str) -> dict[str, tuple[int, int]]:
+        """(done, planned in all) per vantage point, in plan order."""
+        rows = self.db.execute(
+            "SELECT vantage_point, SUM(status = 'done'), COUNT(*) FROM visits WHERE study_id = ? "
+            "GROUP BY vantage_point ORDER BY MIN(ordinal)",
+            (study_id,),
+        )
+        return {v: (done or 0, total) for v, done, total in rows}
+
+    def plan_end(self, study_id: str) -> tuple[int, int]:
+        """The next free ordinal and block: where a vantage point added mid-study starts its part."""
+        ordinal, block = self.db.execute(
+            "SELECT MAX(ordinal), MAX(block) FROM visits WHERE study_id = ?", (study_id,)
+        ).fetchone()
+        return (-1 if ordinal is None else ordinal) + 1, (-1 if block is None else block) + 1
 
     def complete(self, study_id: str, visit: PlannedVisit, record: dict, attempts: int = 0) -> None:
         """Mark ``visit`` done with its record, atomically. Its HAR file must already be in place."""
-        har = record.get("har_path")
-        if har and not Path(har).exists():
-            raise HarnessError(f"visit {record.get('visit_id')}: HAR {har} is missing; not recording the visit")
+        self.complete_many(study_id, [(visit, record, attempts)])
+
+    def complete_many(self, study_id: str, done: list[tuple[PlannedVisit, dict, int]]) -> None:
+        """Mark visits done with their records (and attempts) in one transaction; their HARs must be in place.
+
+        A visit already done refuses the whole transaction (HarnessError): nothing is recorded twice.
+        """
+        for _, record, _ in done:
+            har = record.get("har_path")
+            if har and not Path(har).exists():
+                raise HarnessError(f"visit {record.get('visit_id')}: HAR {har} is missing; not recording the visit")
         with self._transaction():
-            done = self.db.execute(
-                "UPDATE visits SET status = 'done', attempts = ?, visit_id = ?, started_at = ?, error_class = ?, "
-                "detail = ?, paper_2019 = ?, counted = ?, on_load_ms = ?, har_path = ?, record = ?, "
-                "fcp_ms = ?, lcp_ms = ?, dcl_ms = ? "
-                "WHERE study_id = ? AND ordinal = ? AND status = 'planned'",
-                (
-                    attempts,
-                    record["visit_id"],
-                    record["started_at"],
-                    record["error_class"],
-                    record["detail"],
-                    record["paper_2019"],
-                    int(record["counted"]),
-                    record["on_load_ms"],
-                    har,
-                    json.dumps(record),
-                    record.get("fcp_ms"),
-                    record.get("lcp_ms"),
-                    # DOMContentLoaded counts as a load metric of Successful visits only, like onLoad.
-                    record.get("on_content_load_ms") if record["on_load_ms"] is not None else None,
-                    study_id,
-                    visit.ordinal,
-                ),
+            for visit, record, attempts in done:
+                self._complete_one(study_id, visit, record, attempts)
+
+    def _complete_one(self, study_id: str, visit: PlannedVisit, record: dict, attempts: int) -> None:
+        done = self.db.execute(
+            "UPDATE visits SET status = 'done', attempts = ?, visit_id = ?, started_at = ?, error_class = ?, "
+            "detail = ?, paper_2019 = ?, counted = ?, on_load_ms = ?, har_path = ?, record = ?, "
+            "fcp_ms = ?, lcp_ms = ?, dcl_ms = ? "
+            "WHERE study_id = ? AND ordinal = ? AND status = 'planned'",
+            (
+                attempts,
+                record["visit_id"],
+                record["started_at"],
+                record["error_class"],
+                record["detail"],
+                record["paper_2019"],
+                int(record["counted"]),
+                record["on_load_ms"],
+                record.get("har_path"),
+                json.dumps(record),
+                record.get("fcp_ms"),
+                record.get("lcp_ms"),
+                # DOMContentLoaded counts as a load metric of Successful visits only, like onLoad.
+                record.get("on_content_load_ms") if record["on_load_ms"] is not None else None,
+                study_id,
+                visit.ordinal,
+            ),
+        )
+        if done.rowcount != 1:
+            raise HarnessError(f"visit {visit.ordinal} of study {study_id} is not planned: it was done before")
+
+    def update_study_config(self, study_id: str, config: dict) -> None:
+        """Replace a study's stored configuration (a vantage point added mid-study)."""
+        with self._transaction():
+            self.db.execute(
+                "UPDATE studies SET config = ? WHERE study_id = ?", (json.dumps(config, sort_keys=True), study_id)
             )
-            if done.rowcount != 1:
-                raise HarnessError(f"visit {visit.ordinal} of study {study_id} is not planned: it was done before")
 
     def study_config(self, study_id: str) -> dict | None:
         row = self.db.execute("SELECT config FROM studies WHERE study_id = ?", (study_id,)).fetchone()
@@ -341,13 +401,17 @@ class Store:
             is not None
         )
 
-    def untimed_blocks(self, study_id: str) -> list[tuple[int, str]]:
-        """(block, network) of blocks whose visits are all done but whose timer run is not stored."""
+    def untimed_blocks(self, study_id: str, vantage_point: str | None = None) -> list[tuple[int, str]]:
+        """(block, network) of blocks whose visits are all done but whose timer run is not stored.
+
+        ``vantage_point``: only that vantage point's blocks.
+        """
         return self.db.execute(
-            "SELECT block, MIN(network) FROM visits WHERE study_id = ? GROUP BY block "
+            "SELECT block, MIN(network) FROM visits WHERE study_id = ? AND (? IS NULL OR vantage_point = ?) "
+            "GROUP BY block "
             "HAVING SUM(status = 'planned') = 0 AND block NOT IN (SELECT block FROM blocks WHERE study_id = ?) "
             "ORDER BY block",
-            (study_id, study_id),
+            (study_id, vantage_point, vantage_point, study_id),
         ).fetchall()
 
     def block_hars(self, study_id: str, block: int) -> list[str]:
@@ -398,11 +462,14 @@ class Store:
             for t in timings
         ]
         with self._transaction():
+            place = self.db.execute(
+                "SELECT vantage_point FROM visits WHERE study_id = ? AND block = ? LIMIT 1", (study_id, block)
+            ).fetchone()
             self.db.executemany(
                 "INSERT INTO timings (study_id, block, network, resolver, protocol, name, type, start, "
                 "duration_us, new_connection, tcp_setup_us, tls_setup_us, rcode, answers, status, "
-                "transport, error, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                rows,
+                "transport, error, record, vantage_point) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(*row, place[0] if place else "") for row in rows],
             )
             self.db.execute(
                 "INSERT INTO blocks (study_id, block, network, hostnames, timer_problem, har_problems) "
@@ -442,6 +509,39 @@ class Store:
     def referenced_hars(self) -> set[str]:
         """HAR paths of done visits: any other HAR file in the results is an orphan of a killed visit."""
         return {r[0] for r in self.db.execute("SELECT har_path FROM visits WHERE har_path IS NOT NULL")}
+
+    def claim_hars(self, hars: Path, moved: bool = False) -> None:
+        """One store per results directory: `hars/.store` names the store whose HARs these are.
+
+        Refused (one line) when another store that still exists claimed it, unless the user says the
+        results were ``moved`` here. Call it before a plan is written: a refused store stays as it was.
+        """
+        hars.mkdir(parents=True, exist_ok=True)
+        fsync_directory(hars.parent)  # hars/ itself must survive a power cut before a record names a HAR in it
+        marker, mine = hars / ".store", str(os.path.realpath(self.path))
+        try:
+            owner = marker.read_text().strip()
+        except FileNotFoundError:
+            owner = ""
+        if owner and owner != mine and Path(owner).exists() and not moved:
+            raise HarnessError(
+                f"{hars} holds the HARs of another store, {owner}: give this store a directory of its own"
+            )
+        if owner != mine:
+            marker.write_text(mine + "\n")
+
+    def remove_orphan_hars(self, hars: Path) -> int:
+        """Remove what killed visits left in ``hars``: HARs no done visit names, and .part files; how many.
+
+        `claim_hars` must have claimed the directory: another store's HARs there would all look like orphans.
+        """
+        referenced = self.referenced_hars()
+        removed = 0
+        for path in hars.iterdir():
+            if path.name.endswith(".part") or (path.name.endswith((".har", ".har.gz")) and str(path) not in referenced):
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
     # -- the crawler's record, and read-only queries for `dnsstudy status` (docs/store.md) ----------------
 
@@ -594,6 +694,11 @@ class Store:
             return f"{row[0]}: {row[1]}" if row[1] else row[0]
         retried = json.loads(row[2] or "[]")
         return f"{retried[-1]['error_class']}: {retried[-1]['detail']} (retried)" if retried else None
+
+
+def _planned(row: tuple) -> PlannedVisit:
+    ordinal, _, round_, block, network, rank, site, group, resolver, protocol, place = row
+    return PlannedVisit(ordinal, round_, block, network, Site(site, rank, group), resolver, protocol, place)
 
 
 def disk_full(exc: BaseException, path: Path) -> bool:

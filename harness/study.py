@@ -177,6 +177,8 @@ class Study(BaseModel):
     # The browser's DNS behaviour (TRR timeouts, caching, prefetch, ...): a preference profile, each value sourced.
     browser_dns: Annotated[str, AfterValidator(_browser_dns)] = DNS_CURRENT
     faults: list[LabFault] = Field(default_factory=list)  # lab studies: faults applied while the crawl runs
+    # Where the visits run, each by a worker of its own (docs/distributed.md); none: one host, `dnsstudy crawl`.
+    vantage_points: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")]] = Field(default_factory=list)
 
     @field_validator("networks")
     @classmethod
@@ -187,7 +189,7 @@ class Study(BaseModel):
                 raise ValueError(f"no network profile '{name}' (profiles/network has: {', '.join(known)})")
         return _distinct(value)
 
-    @field_validator("resolvers", "protocols")
+    @field_validator("resolvers", "protocols", "vantage_points")
     @classmethod
     def _distinct_values(cls, value: list[str]) -> list[str]:
         return _distinct(value)
@@ -226,6 +228,11 @@ class Study(BaseModel):
     def configurations(self) -> list[tuple[str, str]]:
         """(resolver, protocol) pairs visited: every pair the resolver serves (`default`: plain DNS only)."""
         return [(r, p) for r in self.resolvers for p in self.protocols if p in protocols_of(r)]
+
+    @property
+    def places(self) -> list[str]:
+        """The vantage points' names; [""] for a single-host study."""
+        return self.vantage_points or [""]
 
     @property
     def timer_pairs(self) -> list[tuple[str, str]]:
@@ -267,11 +274,16 @@ class LoadedStudy:
 
     def plan(self) -> list[PlannedVisit]:
         s = self.study
-        return list(make_plan(self.sites, s.rounds, s.networks, s.configurations, s.seed))
+        return list(make_plan(self.sites, s.rounds, s.networks, s.configurations, s.seed, s.places))
+
+    @property
+    def visits_per_place(self) -> int:
+        """Visits each vantage point makes."""
+        return len(self.sites) * self.study.rounds * len(self.study.networks) * len(self.study.configurations)
 
     @property
     def visit_count(self) -> int:
-        return len(self.sites) * self.study.rounds * len(self.study.networks) * len(self.study.configurations)
+        return self.visits_per_place * len(self.study.places)
 
     def record(self) -> dict:
         """What the store keeps as the study's configuration: the file, and the list it resolved to."""
@@ -355,7 +367,9 @@ def _too_many_visits(loaded: LoadedStudy) -> str:
     s = loaded.study
     return (
         f"{s.rounds} rounds x {len(loaded.sites)} sites x {len(s.networks)} networks x {len(s.configurations)} "
-        f"(resolver, protocol) pairs plan {loaded.visit_count:,} visits, more than the maximum "
+        f"(resolver, protocol) pairs"
+        + (f" x {len(s.places)} vantage points" if s.vantage_points else "")
+        + f" plan {loaded.visit_count:,} visits, more than the maximum "
         f"{MAX_PLANNED_VISITS:,} a study may plan (split it into several studies)"
     )
 

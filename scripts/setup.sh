@@ -14,6 +14,7 @@ APT_PACKAGES=(
   unbound                # lab resolvers: Do53, DoT, DoH (built with libnghttp2)
   stubby                 # DoT stub for the DoT arm
   nginx                  # lab web servers, HTTP/2
+  redis-server           # the broker of crawls across vantage points (`dnsstudy broker up`)
   getdns-utils libgetdns-dev libcurl4-openssl-dev libssl-dev   # the resolution timer (timer/)
   iproute2 iptables nftables procps util-linux      # namespaces, NFQUEUE, loss, proofs, sysctl, setpriv
   passwd                 # useradd: the unprivileged browser account
@@ -43,6 +44,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
 else
   log "Debian packages present"
 fi
+
+# Debian starts its own Redis on 6379 when the package is installed; the tool runs its own (password, AOF,
+# its account) on 6380 only when asked, so the system one is stopped and left off.
+if systemctl is-enabled redis-server >/dev/null 2>&1; then
+  systemctl disable --now redis-server >/dev/null 2>&1 || true
+fi
+service redis-server stop >/dev/null 2>&1 || true   # without systemd: the init script's pidfile, not ours
 
 # --- toolchains (preinstalled on this machine kind; Debian 12's are too old) --
 for dir in /usr/local/go/bin "$HOME/.cargo/bin" /root/.cargo/bin; do

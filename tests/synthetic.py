@@ -29,15 +29,18 @@ def make_store(
     configurations=(("a", "do53"), ("b", "do53")),
     timings: dict | None = None,
     paints: Paints | None = None,
+    vantage_points: dict[str, float] | None = None,
 ) -> Path:
     """A store whose every planned visit is done with the outcome ``outcome`` gives it.
 
     With ``paints``, each Successful visit also gets the paint and loading times it gives (in its columns and
     its record); every other visit has none, as in a crawl. Without, every record says none, and the columns
-    are left as `Store` makes them."""
+    are left as `Store` makes them. ``vantage_points``: name -> ms added to every onLoad measured there (the
+    plan is repeated at each, as a study with vantage points plans it)."""
     store = Store(path)
     site_list = [Site(f"site{i}.test", i + 1, "top" if i < sites // 2 else "tail") for i in range(sites)]
-    plan = list(make_plan(site_list, rounds, list(networks), list(configurations), seed=1))
+    places = vantage_points or {"": 0.0}
+    plan = list(make_plan(site_list, rounds, list(networks), list(configurations), seed=1, vantage_points=list(places)))
     store.add_study("synthetic", "synthetic", 1, {"study": {}}, plan)
     index = {s.domain: i for i, s in enumerate(site_list)}
     painted: list[tuple] = []
@@ -52,7 +55,9 @@ def make_store(
             "detail": "",
             "paper_2019": paper,
             "counted": error_class != "Infrastructure Failure",
-            "on_load_ms": on_load if error_class == "Successful" else None,
+            "on_load_ms": (
+                on_load + places[visit.vantage_point] if error_class == "Successful" and on_load is not None else None
+            ),
             "har_path": None,
             "wall_s": 3.0,
         }

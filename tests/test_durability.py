@@ -20,9 +20,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.crawl import Crawl
 from harness.errors import HarnessError
 from harness.lock import Busy, FileLock, holding
+from harness.station import timed_out
 from harness.study import load_study
 from harness.timer import hostnames_from_hars, read_hostnames
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
@@ -41,7 +41,7 @@ sys.path.insert(0, {root!r})
 from pathlib import Path
 from harness.lock import holding
 with holding(Path({path!r}), "store S", "crawled"):
-    print("locked", flush=True)
+    os.write(1, b"locked\n")  # one write each: the two lines never interleave
     time.sleep(60)
 """
 
@@ -128,9 +128,9 @@ def test_unreadable_hars_are_skipped_and_named_and_the_rest_is_read(tmp_path):
 
 
 def test_a_helper_that_overran_its_timeout_is_one_line_naming_the_program():
-    crawl = SimpleNamespace(place=SimpleNamespace(name="dsl", kind="lab", up_command="dnsstudy lab up"))
+    place = SimpleNamespace(name="dsl", kind="lab", up_command="dnsstudy lab up")
     expired = subprocess.TimeoutExpired(["ip", "netns", "exec", "dsl-client", "nft", "-j", "list"], 10)
-    message = Crawl._timed_out(crawl, expired)  # type: ignore[arg-type]
+    message = timed_out(place, expired)  # type: ignore[arg-type]
     assert message.startswith("dsl: nft did not finish in 10 s (ip netns exec dsl-client nft -j list); ")
     assert "\n" not in message and "run the same command to resume" in message
 
@@ -405,9 +405,10 @@ from pathlib import Path
 from harness.lock import holding
 with holding(Path({path!r}), "lab x", "crawled"):
     if os.fork() == 0:
+        os.write(1, b"forked\\n")  # after the at-fork handlers ran: the test waits for it, not for the scheduler
         time.sleep(60)
         os._exit(0)
-    print("locked", flush=True)
+    os.write(1, b"locked\\n")  # one write each: the two lines never interleave
     time.sleep(60)
 """
 
@@ -419,7 +420,8 @@ def test_a_forked_child_does_not_keep_a_dead_holder_s_lock(tmp_path):
     script.write_text(FORKER.format(root=str(ROOT), path=str(path)))
     holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        assert holder.stdout is not None
+        assert {holder.stdout.readline().strip(), holder.stdout.readline().strip()} == {"locked", "forked"}
         with pytest.raises(Busy):
             FileLock(path, "lab x", "used").acquire()
         holder.send_signal(signal.SIGKILL)  # its child sleeps on

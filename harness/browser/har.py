@@ -254,7 +254,14 @@ def write_har(har: dict, path: Path) -> None:
     power cut, so a store may commit a record naming it. Any failure (a full disk: ENOSPC, EDQUOT)
     removes the .part and raises.
     """
-    data = gzip.compress(json.dumps(har, separators=(",", ":")).encode(), compresslevel=6)
+    write_durably(gzip.compress(json.dumps(har, separators=(",", ":")).encode(), compresslevel=6), path)
+
+
+def write_durably(data: bytes, path: Path, sync_directory: bool = True) -> None:
+    """Write ``data`` to ``path`` as `write_har` does: through a fsynced .part, renamed, the directory fsynced.
+
+    ``sync_directory`` False: the caller fsyncs the directory once after several files, before relying on them.
+    """
     tmp = path.with_name(path.name + ".part")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -274,7 +281,8 @@ def write_har(har: dict, path: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_directory(path.parent)  # the rename itself
+    if sync_directory:
+        fsync_directory(path.parent)  # the rename itself
 
 
 def fsync_directory(path: Path) -> None:

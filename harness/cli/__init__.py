@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from harness import __version__
-from harness.cli import analysis, bench, crawl, internet, lab, net, status, timer, visit
+from harness.cli import analysis, bench, crawl, distributed, internet, lab, net, status, timer, visit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,6 +30,9 @@ for command in (
     crawl.crawl,
     crawl.demo,
     status.status,
+    distributed.broker,
+    distributed.worker,
+    distributed.coordinate,
     analysis.analyze,
     analysis.export,
 ):

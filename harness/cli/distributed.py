@@ -1,0 +1,132 @@
+"""`dnsstudy broker`, `worker` and `coordinate`: a study crawled across vantage points (docs/distributed.md)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from harness.cli.common import console, lab_options, one_line_errors, place_from
+from harness.lab.config import DEFAULT_LAB_PROFILE
+
+if TYPE_CHECKING:
+    from harness.distributed.broker import RedisService
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+BROKER_HELP = "Broker URL, redis://:PASSWORD@HOST:PORT/0 or rediss://; better from $DNSSTUDY_BROKER (kept out of ps)."
+
+
+def broker_option(fn: F) -> F:
+    option = click.option("--broker", "broker_url", envvar="DNSSTUDY_BROKER", required=True, help=BROKER_HELP)
+    return option(fn)
+
+
+@click.group()
+def broker() -> None:
+    """The Redis the tool runs for a lab or one host: loopback, a password, an fsynced append-only file."""
+
+
+def _service(name: str, host: str, port: int) -> RedisService:
+    from harness.distributed.broker import RedisService
+
+    return RedisService(name=name, host=host, port=port)
+
+
+def _service_options(fn: F) -> F:
+    fn = click.option("--port", type=int, default=6380, show_default=True)(fn)
+    fn = click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind: loopback or a lab's.")(
+        fn
+    )
+    return click.option("--name", default="default", show_default=True, help="Several brokers on one host.")(fn)
+
+
+@broker.command("up")
+@_service_options
+@one_line_errors
+def broker_up(name: str, host: str, port: int) -> None:
+    """Start redis-server (as the redis account); print where its URL is kept."""
+    service = _service(name, host, port)
+    service.up()
+    console.print(f"broker '{name}' on {host}:{port}; its URL: dnsstudy broker url --name {name}")
+
+
+@broker.command("down")
+@_service_options
+@one_line_errors
+def broker_down(name: str, host: str, port: int) -> None:
+    """Stop the broker; its data stays for the next `up`."""
+    _service(name, host, port).down()
+
+
+@broker.command("url")
+@_service_options
+@one_line_errors
+def broker_url_command(name: str, host: str, port: int) -> None:
+    """Print the broker's URL (with its password): export DNSSTUDY_BROKER=$(dnsstudy broker url)."""
+    click.echo(_service(name, host, port).url)
+
+
+@click.command("worker")
+@click.option("--vantage", "vantage_point", required=True, help="The vantage point this worker serves.")
+@broker_option
+@click.option("--internet", metavar="NAME", help="Serve from the Internet side NAME instead of the lab.")
+@click.option("--backend", default="auto", type=click.Choice(["auto", "netem", "userspace"]), show_default=True)
+@click.option("--visibility-timeout", type=float, help="Seconds before a lost worker's task is handed out again.")
+@lab_options(profile_default=DEFAULT_LAB_PROFILE)
+@one_line_errors
+def worker(
+    vantage_point: str,
+    broker_url: str,
+    internet: str | None,
+    backend: str,
+    visibility_timeout: float | None,
+    profile: str,
+    prefix: str | None,
+    subnet: str | None,
+) -> None:
+    """Run the visits and timer runs of one vantage point on this host's place, until stopped or halted.
+
+    Exit status 0 when stopped, 2 when the place died or hangs (its visit goes back to the queue).
+    """
+    from harness.distributed.worker import run_worker
+
+    place = place_from(internet, profile, prefix, subnet)
+    sys.exit(run_worker(vantage_point, broker_url, place, backend, visibility_timeout, console))
+
+
+@click.command("coordinate")
+@click.argument("name")
+@broker_option
+@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), help="The results store.")
+@click.option("--window", type=int, default=2, show_default=True, help="Visits queued ahead per vantage point.")
+@click.option("--moved", is_flag=True, help="The results directory was moved here: rewrite its HAR paths.")
+@one_line_errors
+def coordinate(name: str, broker_url: str, store_path: Path | None, window: int, moved: bool) -> None:
+    """Crawl study NAME over its vantage points: plan, queue, record; run it again to resume.
+
+    Exit status 0 when every vantage point is done, 3 when stopped, 2 when a vantage point halted.
+    """
+    from harness.cli.crawl import default_store
+    from harness.distributed.broker import connect
+    from harness.distributed.coordinator import Coordinator
+    from harness.store import Store
+    from harness.study import load_study
+
+    loaded = load_study(name)
+    connect(broker_url).close()  # a wrong password or no broker: one line, before the store is created
+    path = (store_path or default_store(loaded.name)).resolve()
+    coordinator = Coordinator(loaded, Store(path), broker_url, path.parent, console=console, window=window, moved=moved)
+    summary = coordinator.run()
+    console.print(
+        f"{summary.visits} visits recorded in {summary.seconds / 60:.1f} min ({summary.duplicates} duplicate results "
+        f"ignored, {summary.requeued} lost tasks queued again, {summary.blocks_timed} blocks timed); "
+        f"{summary.done} of {summary.total} done"
+    )
+    for vantage_point, reason in summary.halted.items():
+        console.print(f"halted: {vantage_point}: {reason}", markup=False, soft_wrap=True)
+    console.print(f"store: {path}")
+    sys.exit(0 if summary.finished else 2 if summary.halted else 3)

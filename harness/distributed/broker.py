@@ -1,0 +1,167 @@
+"""The broker: Redis, started by the tool for a lab or single host, or any Redis a deployment gives.
+
+A broker URL must carry a password (`redis://:PASSWORD@host:port/0`, or
+`rediss://` for TLS); the one the tool starts binds to loopback or a lab
+address only, keeps an append-only file synced on every write (a restart
+loses no queued visit and no finished result), and runs as the `redis`
+account Debian's package creates, never as root.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import redis
+
+from harness.accounts import Account
+from harness.errors import HarnessError
+
+BROKER_DIR = Path("/var/lib/dnsstudy/broker")  # AOF and the password: on disk, they must survive a reboot
+REDIS_ACCOUNT = "redis"
+DEFAULT_PORT = 6380  # not Redis's default 6379: a system Redis may own that
+
+
+def check_url(url: str) -> str:
+    """A broker URL, checked: redis:// or rediss://, with a password; a one-line error naming what is wrong."""
+    parts = urlsplit(url)
+    shown = display(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise HarnessError(f"broker URL {shown}: the scheme must be redis:// or rediss://")
+    if not parts.password:
+        raise HarnessError(f"broker URL {shown}: no password (redis://:PASSWORD@host:port/0); the broker needs one")
+    if not parts.hostname:
+        raise HarnessError(f"broker URL {shown}: no host")
+    return url
+
+
+def display(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def connect(url: str, timeout: float = 5.0) -> redis.Redis:
+    """A client of the broker, once it answered a PING; a one-line error for a wrong password or no answer."""
+    check_url(url)
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        client.ping()
+    except redis.AuthenticationError:
+        raise HarnessError(f"broker {display(url)}: the password was refused") from None
+    except redis.ResponseError as exc:
+        if "WRONGPASS" in str(exc) or "NOAUTH" in str(exc):
+            raise HarnessError(f"broker {display(url)}: the password was refused") from None
+        raise HarnessError(f"broker {display(url)}: {exc}") from None
+    except redis.ConnectionError as exc:
+        raise HarnessError(f"broker {display(url)}: cannot connect ({exc})") from None
+    return client
+
+
+@dataclass
+class RedisService:
+    """A redis-server the tool runs: bound to ``host``, with a password and an fsynced append-only file."""
+
+    name: str = "default"
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    root: Path = BROKER_DIR
+
+    @property
+    def directory(self) -> Path:
+        return self.root / self.name
+
+    @property
+    def url(self) -> str:
+        """The URL workers and the coordinator use (it holds the password: keep it out of shell history)."""
+        return f"redis://:{quote(self.password(), safe='')}@{self.host}:{self.port}/0"
+
+    def password(self) -> str:
+        path = self.directory / "password"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            raise HarnessError(f"broker '{self.name}' was never started: run 'dnsstudy broker up'") from None
+
+    def pid(self) -> int | None:
+        """The running server's pid, or None."""
+        try:
+            pid = int((self.directory / "redis.pid").read_text())
+            os.kill(pid, 0)
+        except (FileNotFoundError, ValueError, ProcessLookupError):
+            return None
+        return pid
+
+    def up(self) -> str:
+        """Start the server (a no-op if it runs); returns its URL once it answers."""
+        if self.pid() is None:
+            account = Account.lookup(REDIS_ACCOUNT)
+            self._prepare(account)
+            config = self.directory / "redis.conf"
+            argv = account.run_as(["redis-server", str(config)])
+            subprocess.run(argv, check=True, timeout=10, capture_output=True)  # daemonizes once it listens
+            self._wait()
+        connect(self.url)
+        return self.url
+
+    def down(self) -> None:
+        """Stop the server (its data stays on disk for the next `up`)."""
+        pid = self.pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)  # Redis fsyncs the AOF and exits
+        for _ in range(100):
+            if self.pid() is None:
+                return
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+
+    def _prepare(self, account: Account) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+        password = self.directory / "password"
+        if not password.exists():
+            password.write_text(secrets.token_urlsafe(24) + "\n")
+            os.chmod(password, 0o600)
+        config = self.directory / "redis.conf"
+        config.write_text(
+            "\n".join(
+                [
+                    f"bind {self.host}",
+                    f"port {self.port}",
+                    "protected-mode yes",
+                    f"requirepass {self.password()}",
+                    "daemonize yes",
+                    f"pidfile {self.directory / 'redis.pid'}",
+                    f"logfile {self.directory / 'redis.log'}",
+                    f"dir {self.directory}",
+                    "appendonly yes",
+                    "appendfsync always",  # a finished visit's result survives a power cut, not just a kill
+                    'save ""',  # the AOF is the persistence; no RDB snapshots besides
+                    "",
+                ]
+            )
+        )
+        os.chmod(config, 0o600)
+        account.give(self.directory)
+
+    def _wait(self) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                connect(self.url, timeout=1).close()
+                return
+            except HarnessError:
+                time.sleep(0.1)
+        log = self.directory / "redis.log"
+        tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+        raise HarnessError(f"broker '{self.name}' did not answer within 10 s: {' '.join(tail) or 'no log'}")

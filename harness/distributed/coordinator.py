@@ -1,0 +1,410 @@
+"""The coordinator: plans a study over its vantage points, queues their visits, and is the store's only writer.
+
+Each vantage point has a queue and at most `window` visits in it or running,
+all from the block its worker is in; a block's timer run is queued once all
+its visits are recorded, and the next block's visits only after that, so a
+worker shapes its link once per block as a single-host crawl does. Task ids
+are fixed by the plan (`study:visit:ORDINAL`), so a coordinator started
+again finds the visits still queued, running or finished, and queues only
+what is nowhere. A result is completed idempotently: a visit run twice (its
+worker died after the visit, before the acknowledgement) is recorded once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from celery import Celery
+from rich.console import Console
+
+from harness.browser.har import fsync_directory, write_durably
+from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
+from harness.distributed.broker import connect, display
+from harness.distributed.messages import (
+    har_bytes,
+    timer_message,
+    timer_task_id,
+    visit_message,
+    visit_task_id,
+)
+from harness.distributed.worker import halt_key
+from harness.errors import HarnessError
+from harness.lock import holding, store_lock
+from harness.plan import PlannedVisit, make_plan
+from harness.store import Store
+from harness.study import LoadedStudy, as_current_study
+from harness.timer import read_hostnames
+
+AUDIT_EVERY_S = 30.0  # how often tasks in flight are looked for in the broker (a broker that lost them)
+REPORT_EVERY_S = 60.0
+
+
+@dataclass
+class VantageState:
+    """What the coordinator knows of one vantage point between two looks at the broker."""
+
+    name: str
+    in_flight: dict[str, PlannedVisit] = field(default_factory=dict)  # task id -> visit
+    timer: tuple[str, int, str, list[str]] | None = None  # task id, block, network, unreadable HARs
+    halted: str | None = None  # the worker's reason, from the broker
+    failed: str | None = None  # a task that raised: a bug, not a place's fault; needs a restart
+    missing: dict[str, int] = field(default_factory=dict)  # task id -> audits that did not find it
+    finished: bool = False
+
+
+@dataclass
+class CoordinatorSummary:
+    visits: int = 0  # recorded in this run
+    duplicates: int = 0  # results of visits already recorded (a visit that ran twice)
+    requeued: int = 0  # tasks the broker had lost, queued again
+    blocks_timed: int = 0
+    halted: dict[str, str] = field(default_factory=dict)
+    stopped: bool = False
+    done: int = 0
+    total: int = 0
+    seconds: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.done == self.total and not self.halted
+
+
+class Coordinator:
+    """One study over its vantage points, through one broker, into one store."""
+
+    def __init__(
+        self,
+        loaded: LoadedStudy,
+        store: Store,
+        broker_url: str,
+        results_dir: Path,
+        console: Console | None = None,
+        window: int = 2,
+        moved: bool = False,
+        visibility_timeout_s: float | None = None,
+    ):
+        if not loaded.study.vantage_points:
+            raise HarnessError(
+                f"{loaded.path}: vantage_points: the study names none; list them, or crawl it with 'dnsstudy crawl'"
+            )
+        self.loaded, self.study, self.store, self.study_id = loaded, loaded.study, store, loaded.name
+        self.broker_url = broker_url
+        self.results_dir = Path(os.path.realpath(results_dir))
+        self.console = console or Console()
+        self.window, self.moved = max(1, window), moved
+        self.client: redis.Redis = connect(broker_url)  # a wrong password: one line, before the store is touched
+        timeout = {"visibility_timeout_s": visibility_timeout_s} if visibility_timeout_s else {}
+        self.app: Celery = make_app(broker_url, **timeout)
+        # Results are read by key, many at once (`_results`); Celery's per-task pub/sub subscription on every send
+        # would cost two round trips a visit for nothing.
+        self.app.backend.on_task_call = lambda producer, task_id: None
+        self.states = {name: VantageState(name) for name in self.study.vantage_points}
+        self.config = loaded.record()["study"]
+        self.stopping = False
+        self.poll_s = 0.05
+
+    # -- the plan --------------------------------------------------------------------
+
+    def prepare(self) -> int:
+        """Store the study and its plan, or check the store holds it; a vantage point added since gets its part."""
+        self.store.claim_hars(self.results_dir / "hars", self.moved)
+        self.store.record_protocols()
+        existing = self.store.study_config(self.study_id)
+        if existing is None:
+            planned = self.store.add_study(
+                self.study_id, self.study.name, self.study.seed, self.loaded.record(), self.loaded.plan()
+            )
+            self.console.print(f"new store {self.store.path}: {planned} visits planned")
+            return planned
+        stored = as_current_study(existing["study"])
+        have, want = stored.get("vantage_points", []), self.study.vantage_points
+        changed = sorted(
+            k for k in set(self.config) | set(stored) if k != "vantage_points" and self.config.get(k) != stored.get(k)
+        )
+        if existing.get("list") != self.loaded.record()["list"]:
+            changed.append("the site list")
+        if want[: len(have)] != have:
+            changed.append("vantage_points (they may only be added at the end)")
+        if changed:
+            raise HarnessError(
+                f"{self.store.path} holds study '{self.study_id}' with another configuration "
+                f"(differs in: {', '.join(changed)}); give the coordinator another --store"
+            )
+        if len(want) > len(have):
+            self._add_vantage_points(want[len(have) :], existing)
+        return self.store.progress(self.study_id)[1]
+
+    def _add_vantage_points(self, names: list[str], existing: dict) -> None:
+        """Plan the study again at vantage points added mid-study, after every visit planned so far."""
+        s = self.study
+        ordinal, block = self.store.plan_end(self.study_id)
+        plan = make_plan(self.loaded.sites, s.rounds, s.networks, s.configurations, s.seed, names, ordinal, block)
+        added = self.store.add_plan(self.study_id, plan)
+        self.store.update_study_config(self.study_id, {**existing, "study": self.config})
+        self.console.print(f"vantage points {', '.join(names)} added: {added} visits planned")
+
+    # -- the loop --------------------------------------------------------------------
+
+    def run(self) -> CoordinatorSummary:
+        """Coordinate until every vantage point is done, or every unfinished one halted, or a signal."""
+        path = Path(os.path.realpath(self.store.path))
+        with holding(store_lock(path), f"store {path}", "coordinated"):
+            started = time.monotonic()
+            summary = CoordinatorSummary()
+            self.prepare()
+            removed = self.store.remove_orphan_hars(self.results_dir / "hars")
+            if removed:
+                self.console.print(f"removed {removed} files interrupted completions left (unrecorded HARs, .part)")
+            self._adopt()
+            self.console.print(
+                f"study {self.study_id}: coordinating {', '.join(self.states)} through {display(self.broker_url)}"
+            )
+            previous = signal.signal(signal.SIGINT, self._on_signal), signal.signal(signal.SIGTERM, self._on_signal)
+            try:
+                self._loop(summary)
+            finally:
+                signal.signal(signal.SIGINT, previous[0])
+                signal.signal(signal.SIGTERM, previous[1])
+            summary.done, summary.total = self.store.progress(self.study_id)
+            summary.halted = {s.name: s.halted or s.failed or "" for s in self.states.values() if s.halted or s.failed}
+            summary.stopped = self.stopping
+            summary.seconds = time.monotonic() - started
+            return summary
+
+    def _loop(self, summary: CoordinatorSummary) -> None:
+        audit = report = time.monotonic()
+        while not self.stopping:
+            try:
+                worked = self._step(summary)
+                if time.monotonic() - audit > AUDIT_EVERY_S:
+                    audit = time.monotonic()
+                    summary.requeued += self._audit()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self.console.print(f"broker {display(self.broker_url)} unreachable ({exc}); trying again in 5 s")
+                time.sleep(5)
+                continue
+            if time.monotonic() - report > REPORT_EVERY_S:
+                report = time.monotonic()
+                self.console.print(self._progress_line(), markup=False, highlight=False, soft_wrap=True)
+            states = self.states.values()
+            if all(s.finished for s in states):
+                return
+            busy = any(s.in_flight or s.timer for s in states if not (s.halted or s.failed))
+            if not busy and all(s.finished or s.halted or s.failed for s in states):
+                for s in states:
+                    if s.halted or s.failed:
+                        self.console.print(f"vantage point {s.name} halted: {s.halted or s.failed}", markup=False)
+                return
+            if not worked:
+                time.sleep(self.poll_s)
+
+    def _step(self, summary: CoordinatorSummary) -> bool:
+        """Look at every vantage point once: halts, results, and what to queue next. True if anything came."""
+        for state in self.states.values():
+            self._look_for_halt(state)
+        worked = self._collect(summary)
+        for state in self.states.values():
+            if not state.failed:
+                self._dispatch(state)
+        return worked
+
+    def _look_for_halt(self, state: VantageState) -> None:
+        reason = self.client.get(halt_key(state.name))
+        halted = reason.decode() if isinstance(reason, bytes) else reason
+        if halted != state.halted:
+            if halted:
+                self.console.print(
+                    f"vantage point {state.name} halted: {halted}; its visits wait in its queue, the others go on",
+                    markup=False,
+                    soft_wrap=True,
+                )
+            else:
+                self.console.print(f"vantage point {state.name}: its worker is back")
+            state.halted = halted
+
+    def _results(self, task_ids: list[str]) -> dict[str, dict]:
+        """The finished ones among ``task_ids`` (one round trip to the broker): task id -> Celery's meta."""
+        if not task_ids:
+            return {}
+        backend = self.app.backend
+        values = backend.mget([backend.get_key_for_task(t) for t in task_ids])
+        metas = {t: backend.decode_result(v) for t, v in zip(task_ids, values, strict=True) if v is not None}
+        return {t: m for t, m in metas.items() if m["status"] in ("SUCCESS", "FAILURE", "REVOKED")}
+
+    def _collect(self, summary: CoordinatorSummary) -> bool:
+        """Complete every finished task: the visits' HARs written, then their records in one transaction."""
+        flying = {t: (s, v) for s in self.states.values() for t, v in s.in_flight.items()}
+        timers = {s.timer[0]: s for s in self.states.values() if s.timer is not None}
+        finished = self._results([*flying, *timers])
+        if not finished:
+            return False
+        completed: list[tuple[PlannedVisit, dict]] = []
+        for task_id, meta in finished.items():
+            if task_id in timers:
+                self._timer_finished(timers[task_id], meta, summary)
+                continue
+            state, visit = flying[task_id]
+            if meta["status"] == "SUCCESS":
+                completed.append((visit, meta["result"]))
+            else:
+                state.failed = f"visit {visit.ordinal} failed on the worker: {meta['result']}"
+                self.console.print(f"vantage point {state.name}: {state.failed}", markup=False, soft_wrap=True)
+            del state.in_flight[task_id]
+            state.missing.pop(task_id, None)
+        recorded = self._complete_visits(completed)
+        summary.visits += recorded
+        summary.duplicates += len(completed) - recorded
+        self.client.delete(*[self.app.backend.get_key_for_task(t) for t in finished])  # HARs leave Redis's memory
+        return True
+
+    def _timer_finished(self, state: VantageState, meta: dict, summary: CoordinatorSummary) -> None:
+        assert state.timer is not None
+        _, block, network, unreadable = state.timer
+        state.timer = None
+        if meta["status"] != "SUCCESS":
+            state.failed = f"the timer run of block {block} failed on the worker: {meta['result']}"
+            self.console.print(f"vantage point {state.name}: {state.failed}", markup=False, soft_wrap=True)
+            return
+        result = meta["result"]
+        problem = "; ".join(result["problems"]) or None
+        names = len({r["name"] for r in result["records"]})
+        self.store.add_block_timings(self.study_id, block, network, names, result["records"], problem, unreadable)
+        summary.blocks_timed += 1
+
+    def _complete_visits(self, results: list[tuple[PlannedVisit, dict]]) -> int:
+        """Record results not recorded before (a visit that ran twice counts once); how many were recorded.
+
+        Their HARs are written and fsynced first, the directory once, then every record in one transaction.
+        """
+        fresh: list[tuple[PlannedVisit, dict, int]] = []
+        for visit, result in results:
+            known = self.store.planned_visit(self.study_id, visit.ordinal)
+            if known is None or known[1] or any(v.ordinal == visit.ordinal for v, _, _ in fresh):
+                continue
+            record = result["record"]
+            if record.get("vantage_point") != visit.vantage_point:
+                raise HarnessError(f"visit {visit.ordinal}: a result from '{record.get('vantage_point')}'")
+            har = result.get("har")
+            if har:
+                path = self.results_dir / "hars" / Path(har["name"]).name  # a name, never a path the worker chose
+                write_durably(har_bytes(har["data"]), path, sync_directory=False)
+                record["har_path"] = str(path)
+            for check in result.get("checks") or []:
+                self.store.add_link_check(self.study_id, visit.block, visit.network, check)
+            if result.get("environment"):
+                prefix = f"{visit.vantage_point}/"
+                self.store.record_environment(self.study_id, {prefix + k: v for k, v in result["environment"].items()})
+            fresh.append((visit, record, result.get("attempts", 0)))
+        if fresh:
+            fsync_directory(self.results_dir / "hars")
+            self.store.complete_many(self.study_id, fresh)
+        return len(fresh)
+
+    def _dispatch(self, state: VantageState) -> None:
+        """Queue the vantage point's next visits (up to the window, within its block) or its block's timer run."""
+        if state.timer is not None:
+            return
+        planned = self.store.planned_at(self.study_id, state.name, self.window)
+        untimed = self._untimed_block(state.name, planned[0].block if planned else None)
+        if untimed is not None:
+            if not state.in_flight:
+                self._send_timer(state, *untimed)
+            return
+        if not planned:
+            state.finished = not state.in_flight
+            return
+        for visit in planned:
+            if visit.block != planned[0].block:
+                break
+            task_id = visit_task_id(self.study_id, visit)
+            if task_id not in state.in_flight:
+                state.in_flight[task_id] = visit
+                self.app.send_task(
+                    VISIT_TASK,
+                    args=[visit_message(self.study_id, self.config, visit)],
+                    task_id=task_id,
+                    queue=queue_of(state.name),
+                )
+
+    def _untimed_block(self, vantage_point: str, before: int | None) -> tuple[int, str] | None:
+        """The vantage point's first block with every visit done but no timer run, before block ``before``."""
+        if not self.study.timer.enabled:
+            return None
+        for block, network in self.store.untimed_blocks(self.study_id, vantage_point):
+            if before is None or block < before:
+                return block, network
+        return None
+
+    def _send_timer(self, state: VantageState, block: int, network: str) -> None:
+        names, unreadable = read_hostnames(Path(p) for p in self.store.block_hars(self.study_id, block))
+        task_id = timer_task_id(self.study_id, block)
+        state.timer = (task_id, block, network, unreadable)
+        if self.app.backend.get_task_meta(task_id)["status"] == "PENDING" and task_id not in self._in_broker():
+            self.app.send_task(
+                TIMER_TASK,
+                args=[timer_message(self.study_id, self.config, block, network, names)],
+                task_id=task_id,
+                queue=queue_of(state.name),
+            )
+
+    # -- what the broker holds ---------------------------------------------------------
+
+    def _adopt(self) -> None:
+        """After a restart: the visits already queued, running or finished count as in flight, not to be sent."""
+        held = self._in_broker()
+        for state in self.states.values():
+            for visit in self.store.planned_at(self.study_id, state.name, self.window):
+                task_id = visit_task_id(self.study_id, visit)
+                if task_id in held or self.app.backend.get_task_meta(task_id)["status"] != "PENDING":
+                    state.in_flight[task_id] = visit
+
+    def _in_broker(self) -> set[str]:
+        """Ids of the tasks in the vantage points' queues or taken by a worker and not yet acknowledged."""
+        ids: set[str] = set()
+        raw = [m for s in self.states for m in self.client.lrange(queue_of(s), 0, -1)]
+        raw += [json.loads(v)[0] for v in self.client.hvals("unacked")]
+        for message in raw:
+            body = json.loads(message) if isinstance(message, bytes | str) else message
+            task_id = (body.get("headers") or {}).get("id")
+            if task_id:
+                ids.add(task_id)
+        return ids
+
+    def _audit(self) -> int:
+        """Queue again what is in flight but neither in the broker nor finished, twice in a row; how many."""
+        held = self._in_broker()
+        again = 0
+        for state in self.states.values():
+            for task_id, visit in state.in_flight.items():
+                if task_id in held or self.app.backend.get_task_meta(task_id)["status"] != "PENDING":
+                    state.missing.pop(task_id, None)
+                    continue
+                state.missing[task_id] = state.missing.get(task_id, 0) + 1
+                if state.missing[task_id] >= 2:  # once may be the instant a worker moves it to `unacked`
+                    self.console.print(f"visit {visit.ordinal} ({state.name}) was lost by the broker: queued again")
+                    self.app.send_task(
+                        VISIT_TASK,
+                        args=[visit_message(self.study_id, self.config, visit)],
+                        task_id=task_id,
+                        queue=queue_of(state.name),
+                    )
+                    del state.missing[task_id]
+                    again += 1
+        return again
+
+    def _progress_line(self) -> str:
+        parts = []
+        for name, (done, total) in self.store.vantage_points(self.study_id).items():
+            state = self.states.get(name)
+            mark = " halted" if state and (state.halted or state.failed) else ""
+            parts.append(f"{name} {done}/{total}{mark}")
+        return f"progress: {'; '.join(parts)}"
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True  # what is queued stays queued: the next coordinator adopts it

@@ -1,0 +1,197 @@
+"""A worker: one vantage point's place and shaping, taking that vantage point's tasks from its queue.
+
+It runs each visit as the single-host crawl does (`Station`: the block's
+link shaped and checked when a new block starts, harness failures retried,
+the place's health watched) and returns the record with the HAR; it writes
+no store. When its place dies or hangs it halts: the visit goes back to the
+queue, the halt is left in the broker for the coordinator to report, and
+the worker exits with status 2. Started again once the place is healthy, it
+takes the same visit again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from celery import Celery
+from celery.exceptions import Reject
+from celery.worker import state as worker_state
+from rich.console import Console
+
+from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
+from harness.distributed.broker import connect, display
+from harness.distributed.messages import har_payload, visit_of
+from harness.errors import HarnessError
+from harness.lock import using_place
+from harness.place import Place
+from harness.station import CrawlHalted, Station, clean_up_client, timed_out
+from harness.study import Study
+
+WORKER_DIR = Path("/var/lib/dnsstudy/worker")  # HARs between a visit and its result's delivery
+
+
+def halt_key(vantage_point: str) -> str:
+    """Where a halted worker leaves its reason for the coordinator (deleted when a worker starts again)."""
+    return f"dnsstudy:halted:{vantage_point}"
+
+
+def worker_key(vantage_point: str) -> str:
+    """Who works for a vantage point (host, pid, when it started), for the coordinator's messages."""
+    return f"dnsstudy:worker:{vantage_point}"
+
+
+class VantageWorker:
+    """The state a worker keeps between tasks: a station per study, and the block its link is shaped for."""
+
+    def __init__(self, vantage_point: str, place: Place, work_dir: Path, backend: str, console: Console):
+        self.vantage_point, self.place, self.work_dir = vantage_point, place, work_dir
+        self.backend, self.console = backend, console
+        self.stations: dict[str, tuple[str, Station]] = {}  # study id -> (digest, station)
+        self.block: tuple[str, int] | None = None  # (study id, block) the link is shaped and checked for
+        self.halted: str | None = None
+        self.environment_sent: set[str] = set()  # studies this worker sent its environment to, since it started
+
+    def station(self, message: dict) -> Station:
+        """The station of the message's study, built (and its lab faults applied) on first use."""
+        study_id, digest = message["study_id"], message["digest"]
+        known = self.stations.get(study_id)
+        if known is not None and known[0] == digest:
+            return known[1]
+        study = Study.model_validate(message["study"])
+        for name in study.resolvers:
+            self.place.resolver(name)  # one line naming what the place has, before any visit
+        self.place.clear_faults()
+        self.place.apply_faults([(f.name, f.resolver) for f in study.faults])
+        station = Station(self.place, study, self.work_dir, self.backend, self.console)
+        self.stations[study_id] = (digest, station)
+        self.block = None
+        return station
+
+    def visit(self, message: dict) -> dict:
+        """Run one visit; its result: the record, the attempts, the block's link checks and the HAR."""
+        visit = visit_of(message)
+        if visit.vantage_point != self.vantage_point:
+            raise HarnessError(f"visit {visit.ordinal} is for vantage point '{visit.vantage_point}'")
+        station = self.station(message)
+        checks: list[dict] = []
+        if self.block != (message["study_id"], visit.block):
+            self.block = None
+            check = station.start_block(visit.network, visit, on_check=checks.append)
+            self.console.print(station.describe_check(visit.block, visit.network, check))
+            self.block = (message["study_id"], visit.block)
+        outcome = station.visit(visit)
+        if outcome is None:
+            raise Reject("stopped mid-visit", requeue=True)
+        record = outcome.record
+        har = None
+        if record.get("har_path"):
+            path = Path(record["har_path"])
+            har = {"name": path.name, "data": har_payload(path.read_bytes())}
+            path.unlink()
+        self.console.print(
+            f"visit {visit.ordinal}: {visit.network} {visit.resolver}/{visit.protocol} {visit.site.domain} "
+            f"{record['error_class']}" + (f" {record['on_load_ms']:.0f} ms" if record.get("on_load_ms") else "")
+        )
+        return {
+            "ordinal": visit.ordinal,
+            "record": record,
+            "attempts": outcome.attempts,
+            "checks": checks,
+            "har": har,
+            "environment": self._environment(message["study_id"], station),
+        }
+
+    def time_block(self, message: dict) -> dict:
+        """A block's timer run over the hostnames the coordinator read from its HARs."""
+        station = self.station(message)
+        timed = station.time_hostnames(message["block"], message["network"], message["names"])
+        if timed is None:
+            raise Reject("stopped mid-run", requeue=True)
+        records, problems = timed
+        return {"block": message["block"], "records": records, "problems": problems}
+
+    def _environment(self, study_id: str, station: Station) -> dict[str, str] | None:
+        """The station's environment with the first result of a study after the worker started, then None."""
+        if study_id in self.environment_sent:
+            return None
+        self.environment_sent.add(study_id)
+        return {**station.environment(), "vantage_point": self.vantage_point}
+
+
+def run_worker(
+    vantage_point: str,
+    broker_url: str,
+    place: Place,
+    backend: str = "auto",
+    visibility_timeout_s: float | None = None,
+    console: Console | None = None,
+) -> int:
+    """Serve the vantage point's queue until stopped (0) or halted (2, the reason left in the broker)."""
+    console = console or Console()
+    client = connect(broker_url)  # a wrong password or no broker: one line, before anything starts
+    app = make_app(broker_url, **({"visibility_timeout_s": visibility_timeout_s} if visibility_timeout_s else {}))
+    work_dir = WORKER_DIR / vantage_point
+    (work_dir / "hars").mkdir(parents=True, exist_ok=True)
+    with using_place(place, f"worked for vantage point {vantage_point}"):
+        place.require_healthy()
+        worker = VantageWorker(vantage_point, place, work_dir, backend, console)
+        for note in clean_up_client(place):
+            console.print(note, markup=False, highlight=False, soft_wrap=True)
+        for leftover in (work_dir / "hars").iterdir():  # HARs of visits whose results never left: they run again
+            leftover.unlink()
+        _register_tasks(app, worker)
+        client.delete(halt_key(vantage_point))
+        client.set(
+            worker_key(vantage_point),
+            json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}),
+        )
+        console.print(
+            f"worker for vantage point {vantage_point} on {place.kind} {place.name}, broker {display(broker_url)}"
+        )
+        # Celery warns about a worker run as root because pickle messages could run code: this one accepts JSON
+        # only, and it must be root to shape links in namespaces; the browser and helpers run unprivileged.
+        warnings.filterwarnings("ignore", message=".*superuser privileges.*")
+        try:
+            app.Worker(
+                queues=[queue_of(vantage_point)],
+                pool="solo",
+                concurrency=1,
+                hostname=f"{vantage_point}@{socket.gethostname()}",
+                loglevel="WARNING",
+                quiet=True,
+            ).start()
+        finally:
+            place.clear_faults()
+    if worker.halted:
+        console.print(f"vantage point {vantage_point} halted: {worker.halted}", markup=False, soft_wrap=True)
+        return 2
+    return 0
+
+
+def _register_tasks(app: Celery, worker: VantageWorker) -> None:
+    """The two tasks, bound to this worker's state; a halt requeues the task and stops the worker."""
+
+    def halting(run: Callable[[dict], dict]) -> Callable[[dict], dict]:
+        def task(message: dict) -> dict:
+            try:
+                return run(message)
+            except subprocess.TimeoutExpired as exc:
+                reason = timed_out(worker.place, exc)
+            except (CrawlHalted, HarnessError) as exc:
+                reason = str(exc)
+            worker.halted = reason
+            app.backend.client.set(halt_key(worker.vantage_point), reason)
+            worker_state.should_stop = 2  # the solo pool's loop stops after this task
+            raise Reject(reason, requeue=True)
+
+        return task
+
+    app.task(name=VISIT_TASK)(halting(worker.visit))
+    app.task(name=TIMER_TASK)(halting(worker.time_block))

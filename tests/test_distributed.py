@@ -1,0 +1,299 @@
+"""A study over two vantage points: a real Redis, two workers on two labs, the coordinator, and faults.
+
+Every fault ends with the store compared with the plan: each planned visit
+recorded once, every HAR it names on disk and none besides, every block
+timed. Workers and the coordinator run as the commands a user runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.distributed.app import queue_of
+from harness.distributed.broker import BROKER_DIR, RedisService
+from harness.distributed.worker import halt_key
+from tests.conftest import TEST_PREFIX, TEST_SUBNET
+from tests.lab_tools import live_processes_mentioning
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parent.parent
+DNSSTUDY = [sys.executable, "-m", "harness.cli"]
+#: A port of the suite's own, from its pool: two suites side by side get two brokers.
+PORT = 16000 + int(TEST_SUBNET.split(".")[2])
+VISIBILITY_S = 45  # a lost worker's visit is handed out again after this long (the default is an hour)
+
+STUDY = """
+name = "{name}"
+description = "two vantage points (tests/test_distributed.py)"
+target = "lab"
+seed = 3
+rounds = 1
+networks = ["wired"]
+resolvers = ["near"]
+protocols = ["do53", "doh"]
+vantage_points = ["{a}", "{b}"]
+page_load_timeout_s = 30
+
+[sites]
+list = "tranco/paper-2019.csv"
+
+[[sites.select]]
+group = "top"
+ranks = [1, 1000]
+every = 500
+
+[link_check]
+probes = 200
+seconds = 1.0
+"""
+
+
+class Deployment:
+    """A broker, two labs as vantage points, their workers and a coordinator, all as processes of their own."""
+
+    def __init__(self, tmp: Path, labs: list, broker: RedisService):
+        self.tmp, self.labs, self.broker = tmp, labs, broker
+        self.names = [f"{TEST_PREFIX[:8]}-{x}" for x in ("a", "b")]
+        self.workers: dict[str, subprocess.Popen] = {}
+        self.coordinator: subprocess.Popen | None = None
+        self.study = tmp / "vp.toml"
+        self.study.write_text(STUDY.format(name=f"vp-{tmp.name[-8:].lower()}", a=self.names[0], b=self.names[1]))
+        self.store = tmp / "results" / "store.sqlite"
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DNSSTUDY_BROKER": broker.url}
+
+    def start_worker(self, index: int) -> None:
+        lab, name = self.labs[index], self.names[index]
+        argv = [
+            *DNSSTUDY,
+            "worker",
+            "--vantage",
+            name,
+            "--prefix",
+            lab.config.prefix,
+            "--subnet",
+            lab.config.settings.subnet,
+        ]
+        argv += ["--visibility-timeout", str(VISIBILITY_S)]
+        log = open(self.tmp / f"worker-{name}.log", "a")
+        self.workers[name] = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def start_coordinator(self) -> None:
+        argv = [*DNSSTUDY, "coordinate", str(self.study), "--store", str(self.store)]
+        log = open(self.tmp / "coordinator.log", "a")
+        self.coordinator = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def log(self, name: str) -> str:
+        return (self.tmp / f"{name}.log").read_text()
+
+    def done(self) -> dict[str, int]:
+        if not self.store.exists():
+            return {}
+        db = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT vantage_point, COUNT(*) FROM visits WHERE status = 'done' GROUP BY 1")
+            return dict(rows.fetchall())
+        except sqlite3.OperationalError:
+            return {}
+        finally:
+            db.close()
+
+    def wait_for(self, condition: Callable[[], bool], seconds: float, what: str) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{what} not within {seconds:g} s; coordinator log:\n{self.log('coordinator')[-2000:]}")
+
+    def halted(self, vantage_point: str) -> bool:
+        import redis
+
+        return bool(redis.Redis.from_url(self.broker.url).exists(halt_key(vantage_point)))
+
+    def finish(self, seconds: float = 420) -> int:
+        assert self.coordinator is not None
+        return self.coordinator.wait(timeout=seconds)
+
+    def stop(self) -> None:
+        for process in [*self.workers.values(), self.coordinator]:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in [*self.workers.values(), self.coordinator]:
+            if process is not None:
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+@pytest.fixture
+def broker() -> Iterator[RedisService]:
+    service = RedisService(name=f"{TEST_PREFIX}-test", port=PORT)
+    service.down()
+    if service.directory.exists():  # a fresh broker: no queue left by an earlier run
+        subprocess.run(["rm", "-rf", str(service.directory)], check=True)
+    service.up()
+    yield service
+    service.down()
+
+
+@pytest.fixture
+def deployment(tmp_path, private_lab, broker) -> Iterator[Deployment]:
+    labs = [private_lab(up=True), private_lab(up=True)]
+    deployed = Deployment(tmp_path, labs, broker)
+    yield deployed
+    deployed.stop()
+    for lab in labs:
+        assert not live_processes_mentioning(f"{lab.config.prefix}-client firefox"), "a browser was left running"
+
+
+def check_against_plan(deployed: Deployment) -> None:
+    """Every planned visit recorded once with a HAR on disk, no HAR besides, every block timed."""
+    db = sqlite3.connect(deployed.store)
+    planned, done, ids = db.execute(
+        "SELECT COUNT(*), SUM(status = 'done'), COUNT(DISTINCT visit_id) FROM visits"
+    ).fetchone()
+    sites = db.execute("SELECT COUNT(DISTINCT site) FROM visits").fetchone()[0]
+    assert planned == 2 * sites * 2 and done == planned and ids == planned
+    hars = {r[0] for r in db.execute("SELECT har_path FROM visits WHERE har_path IS NOT NULL")}
+    on_disk = {str(p) for p in (deployed.store.parent / "hars").iterdir() if p.name != ".store"}
+    assert hars == on_disk and len(hars) == planned
+    assert db.execute("SELECT COUNT(*) FROM blocks").fetchone()[0] == 2  # one wired block per vantage point
+    per_place = dict(db.execute("SELECT vantage_point, COUNT(DISTINCT name) FROM timings GROUP BY 1").fetchall())
+    assert set(per_place) == set(deployed.names) and min(per_place.values()) > 0
+    # A fault the test injected into the harness is never a protocol's failure.
+    counted_failures = db.execute(
+        "SELECT ordinal, error_class, detail FROM visits WHERE counted = 1 AND error_class != 'Successful'"
+    ).fetchall()
+    assert not counted_failures
+    db.close()
+
+
+def unacked_visit(broker: RedisService, vantage_point: str) -> int | None:
+    """The ordinal of the visit the vantage point's worker holds (taken, not yet acknowledged), if any."""
+    import redis
+
+    client = redis.Redis.from_url(broker.url)
+    for value in client.hvals("unacked"):
+        message, _exchange, routing_key = json.loads(value)
+        task_id = message["headers"]["id"]
+        if routing_key == queue_of(vantage_point) and ":visit:" in task_id:
+            return int(task_id.rsplit(":", 1)[1])
+    return None
+
+
+def test_worker_killed_broker_restarted_coordinator_killed_nothing_lost_nothing_twice(deployment):
+    d = deployment
+    d.start_worker(0)
+    d.start_worker(1)
+    d.start_coordinator()
+    a = d.names[0]
+    # A worker SIGKILLed in the middle of a visit: its browser is running.
+    d.wait_for(lambda: d.done().get(a, 0) >= 1, 240, "a first visit at a")
+    d.wait_for(lambda: unacked_visit(d.broker, a) is not None, 60, "a second visit at a")
+    time.sleep(4)  # into the visit: the browser has started
+    held = unacked_visit(d.broker, a)
+    d.workers[a].send_signal(signal.SIGKILL)
+    d.workers[a].wait()
+    d.start_worker(0)  # its visit comes back after the visibility timeout, to this worker or to none other
+    # Redis restarted mid-crawl: its append-only file keeps the queues and results.
+    d.wait_for(lambda: sum(d.done().values()) >= 3, 300, "three visits")
+    d.broker.down()
+    time.sleep(2)
+    d.broker.up()
+    # The coordinator killed and started again: it adopts what is queued and goes on.
+    d.wait_for(lambda: sum(d.done().values()) >= 5, 300, "five visits")
+    assert d.coordinator is not None
+    d.coordinator.send_signal(signal.SIGKILL)
+    d.coordinator.wait()
+    d.start_coordinator()
+    assert d.finish() == 0, d.log("coordinator")[-3000:]
+    check_against_plan(d)
+    assert held is not None
+    worker_log = d.log(f"worker-{a}")
+    assert f"visit {held}:" in worker_log  # the visit the kill interrupted was done again
+    assert "was lost by the broker" not in d.log("coordinator")  # the AOF kept every queued task
+
+
+def test_a_vantage_point_whose_lab_dies_halts_while_the_other_goes_on(deployment):
+    d = deployment
+    d.start_worker(0)
+    d.start_worker(1)
+    d.start_coordinator()
+    a, b = d.names
+    d.wait_for(lambda: d.done().get(a, 0) >= 1, 240, "a first visit at a")
+    lab = d.labs[0]
+    resolver = next(x for x in lab.status().daemons if x["name"] == "resolver-near")
+    os.kill(resolver["pid"], signal.SIGKILL)
+    assert d.workers[a].wait(timeout=240) == 2  # the worker halts with the place's own message
+    assert "daemons died" in d.log(f"worker-{a}") or "resolver-near" in d.log(f"worker-{a}")
+    assert d.finish() == 2  # b finished; a halted
+    assert d.done().get(b) == 4 and d.done().get(a, 0) < 4  # two sites, Do53 and DoH
+    assert f"vantage point {a} halted" in d.log("coordinator")
+    # Brought back: the same commands finish the study, each visit once.
+    lab.down()
+    lab.up()
+    d.start_worker(0)
+    # The worker clears its halt once its place passed its checks; a coordinator started before then would
+    # see only halted or finished vantage points, and end at once (status 2) as it should.
+    d.wait_for(lambda: not d.halted(a), 120, "the worker back")
+    d.start_coordinator()
+    assert d.finish() == 0, d.log("coordinator")[-3000:]
+    check_against_plan(d)
+
+
+def test_a_wrong_broker_password_is_one_line(broker, tmp_path):
+    wrong = broker.url.replace(broker.password(), "not-the-password")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DNSSTUDY_BROKER": wrong}
+    worker = subprocess.run(
+        [*DNSSTUDY, "worker", "--vantage", "x", "--prefix", "dsnolab"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert worker.returncode == 2
+    assert worker.stderr.strip().count("\n") == 0 and "the password was refused" in worker.stderr
+    assert "not-the-password" not in worker.stderr  # a password is never printed
+    study = tmp_path / "s.toml"
+    study.write_text(STUDY.format(name="pw", a="pa", b="pb"))
+    coordinator = subprocess.run(
+        [*DNSSTUDY, "coordinate", str(study), "--store", str(tmp_path / "s.sqlite")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert coordinator.returncode == 2 and "the password was refused" in coordinator.stderr
+    assert not (tmp_path / "s.sqlite").exists()  # refused before the store was touched
+    no_password = subprocess.run(
+        [*DNSSTUDY, "coordinate", str(study), "--broker", f"redis://127.0.0.1:{PORT}/0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert no_password.returncode == 2 and "no password" in no_password.stderr
+
+
+def test_the_broker_binds_loopback_with_a_password_and_an_fsynced_aof(broker):
+    config = (broker.directory / "redis.conf").read_text()
+    assert f"bind {broker.host}" in config and "appendfsync always" in config and "requirepass" in config
+    listening = subprocess.run(["ss", "-ltnH", f"sport = :{PORT}"], capture_output=True, text=True).stdout
+    assert [line.split()[3] for line in listening.splitlines()] == [f"127.0.0.1:{PORT}"]
+    owner = os.stat(f"/proc/{broker.pid()}").st_uid
+    assert owner != 0  # Redis parses network data: never root
+    assert BROKER_DIR in broker.directory.parents
+    assert queue_of("x") == "dnsstudy.vp.x"

@@ -1,0 +1,191 @@
+"""Vantage points without a network: the plan, the study key, the store's columns, the messages, the analysis."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from analysis.pairs import load_time_table
+from analysis.report import analyze
+from analysis.results import load
+from analysis.settings import load_settings
+from analysis.tables import vantage_point_table
+from harness.distributed.broker import check_url, display
+from harness.distributed.messages import visit_message, visit_of
+from harness.errors import HarnessError
+from harness.plan import make_plan
+from harness.sitelist import Site
+from harness.store import Store
+from harness.study import load_study
+from tests.lab_tools import study_file
+from tests.synthetic import make_store
+
+SITES = [Site(f"s{i}.test", i + 1, "top") for i in range(5)]
+CONFIGS = [("near", "do53"), ("near", "doh")]
+
+
+def test_each_vantage_point_gets_the_same_sequence_one_after_the_other():
+    plan = list(make_plan(SITES, 2, ["wired", "4g"], CONFIGS, seed=3, vantage_points=["a", "b"]))
+    a = [v for v in plan if v.vantage_point == "a"]
+    b = [v for v in plan if v.vantage_point == "b"]
+    assert len(a) == len(b) == 2 * 2 * 5 * 2
+    assert [v.ordinal for v in plan] == list(range(len(plan)))  # a's part, then b's
+    assert [(v.round, v.network, v.site, v.resolver, v.protocol) for v in a] == [
+        (v.round, v.network, v.site, v.resolver, v.protocol) for v in b
+    ]
+    assert max(v.block for v in a) < min(v.block for v in b)  # a block belongs to one vantage point
+    single = list(make_plan(SITES, 2, ["wired", "4g"], CONFIGS, seed=3))
+    assert [(v.ordinal, v.block, v.site) for v in single] == [(v.ordinal, v.block, v.site) for v in a]
+    assert {v.vantage_point for v in single} == {""}
+
+
+def test_a_vantage_point_added_later_continues_the_ordinals_and_blocks():
+    first = list(make_plan(SITES, 1, ["wired"], CONFIGS, seed=3, vantage_points=["a"]))
+    added = list(make_plan(SITES, 1, ["wired"], CONFIGS, 3, ["c"], first_ordinal=len(first), first_block=1))
+    assert added[0].ordinal == len(first) and {v.block for v in added} == {1}
+    assert [v.site for v in added] == [v.site for v in first]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [('["a", "a"]', "'a' is listed twice"), ('["Frankfurt"]', "should match pattern"), ('["a b"]', "pattern")],
+)
+def test_bad_vantage_points_are_refused_naming_the_key(tmp_path, value, message):
+    path = study_file(tmp_path, changes={"rounds = 1": f"rounds = 1\nvantage_points = {value}"})
+    with pytest.raises(HarnessError, match="vantage_points") as error:
+        load_study(str(path))
+    assert message in str(error.value)
+
+
+def test_the_single_host_crawl_refuses_a_study_with_vantage_points(tmp_path):
+    from harness.crawl import Crawl
+
+    loaded = load_study(str(study_file(tmp_path, changes={"rounds = 1": 'rounds = 1\nvantage_points = ["a", "b"]'})))
+    assert loaded.visit_count == 2 * len(loaded.sites) * 2 * 2 * 2
+    place = SimpleNamespace(kind="lab")
+    with pytest.raises(HarnessError, match="dnsstudy coordinate"):
+        Crawl(loaded, None, place, tmp_path)  # type: ignore[arg-type]
+
+
+def test_the_store_hands_out_each_vantage_point_s_visits_and_blocks(tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    plan = list(make_plan(SITES, 1, ["wired"], CONFIGS, seed=1, vantage_points=["a", "b"]))
+    store.add_study("s", "s", 1, {"study": {}}, plan)
+    assert [v.ordinal for v in store.planned_at("s", "b", 3)] == [10, 11, 12]
+    assert store.vantage_points("s") == {"a": (0, 10), "b": (0, 10)}
+    assert store.plan_end("s") == (20, 2)
+    records = [(v, _record(), 0) for v in plan if v.vantage_point == "b"]
+    store.complete_many("s", records)
+    assert store.untimed_blocks("s", "b") == [(1, "wired")] and store.untimed_blocks("s", "a") == []
+    with pytest.raises(HarnessError, match="done before"):  # all or nothing: the fresh one is not recorded either
+        store.complete_many("s", [(plan[0], _record(), 0), (plan[10], _record(), 0)])
+    assert store.vantage_points("s") == {"a": (0, 10), "b": (10, 10)}
+    store.add_block_timings("s", 1, "wired", 1, [_timing()])
+    row = store.db.execute("SELECT vantage_point FROM timings").fetchone()
+    assert row == ("b",)
+
+
+def test_an_older_store_gets_the_vantage_point_columns_as_single_host(tmp_path):
+    path = tmp_path / "old.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP INDEX visits_place_todo")
+    db.execute("ALTER TABLE visits DROP COLUMN vantage_point")  # as a store from before the column
+    db.execute("INSERT INTO studies (study_id, name, seed, config) VALUES ('s', 's', 1, '{}')")
+    db.execute(
+        "INSERT INTO visits (ordinal, study_id, round, block, network, rank, site, site_group, resolver, protocol) "
+        "VALUES (0, 's', 0, 0, 'wired', 1, 'x.test', 'top', 'near', 'do53')"
+    )
+    db.commit()
+    db.close()
+    visit = Store(path).next_planned("s")
+    assert visit is not None and visit.vantage_point == ""
+
+
+def test_a_visit_survives_the_trip_through_a_message_as_json():
+    import json
+
+    visit = next(iter(make_plan(SITES, 1, ["wired"], CONFIGS, seed=1, vantage_points=["a"])))
+    message = json.loads(json.dumps(visit_message("s", {"name": "s"}, visit)))
+    assert visit_of(message) == visit and message["digest"]
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://127.0.0.1:6380/0", "no password"),
+        ("amqp://:pw@127.0.0.1/", "scheme"),
+        ("redis://:pw@/0", "no host"),
+    ],
+)
+def test_a_broker_url_without_a_password_or_with_another_scheme_is_one_line(url, message):
+    with pytest.raises(HarnessError, match=message):
+        check_url(url)
+
+
+def test_a_broker_url_is_shown_without_its_password():
+    assert display("rediss://:s3cret@broker.example:6380/0") == "rediss://:***@broker.example:6380/0"
+    assert check_url("rediss://:s3cret@broker.example:6380/0").startswith("rediss://")
+
+
+def _slow_b(network, round_, site, resolver, protocol):
+    return "Successful", 1000.0 + 10 * site + (50 if protocol == "doh" else 0), "Successful"
+
+
+def test_the_analysis_compares_configurations_per_vantage_point(tmp_path):
+    store = make_store(
+        tmp_path / "vp.sqlite",
+        _slow_b,
+        sites=12,
+        configurations=CONFIGS,
+        vantage_points={"a": 0.0, "b": 500.0},
+    )
+    results = load(store)
+    table = vantage_point_table(results.visits, load_settings())
+    assert list(table["a visits"]) == [12, 12] and list(table["b visits"]) == [12, 12]
+    difference = table["b median onLoad ms"] - table["a median onLoad ms"]
+    assert list(difference) == [500.0, 500.0]
+    pairs = load_time_table(results.visits, "wired")
+    assert len(pairs) == 24  # 12 sites at each vantage point: a pair never joins two vantage points
+    report = analyze([store], tmp_path / "report")
+    names = {Path(p).name for p in report.figures + report.tables}
+    assert {"grid-wired-a.png", "grid-wired-b.png", "vantage-points.csv"} <= names
+    assert "Vantage points" in report.html.read_text()
+
+
+def test_a_single_host_report_has_no_vantage_point_section(tmp_path):
+    store = make_store(tmp_path / "one.sqlite", _slow_b, sites=8, configurations=CONFIGS)
+    report = analyze([store], tmp_path / "report")
+    assert "Vantage points" not in report.html.read_text()
+    assert Counter(load(store).visits["vantage_point"].astype(str)) == {"": 16}
+
+
+def _record() -> dict:
+    import uuid
+
+    return {
+        "visit_id": uuid.uuid4().hex,
+        "started_at": "2026-01-01T00:00:00Z",
+        "error_class": "Successful",
+        "detail": "",
+        "paper_2019": "Successful",
+        "counted": True,
+        "on_load_ms": 1000.0,
+        "har_path": None,
+    }
+
+
+def _timing() -> dict:
+    return {
+        "resolver": "near",
+        "protocol": "do53",
+        "name": "x.test",
+        "type": "A",
+        "start": 0.0,
+        "duration_us": 1000,
+        "status": "ok",
+    }
