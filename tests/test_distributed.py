@@ -22,6 +22,7 @@ import pytest
 from harness.distributed.app import queue_of
 from harness.distributed.broker import BROKER_DIR, RedisService
 from harness.distributed.worker import halt_key
+from harness.errors import HarnessError
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
 from tests.lab_tools import live_processes_mentioning
 
@@ -297,3 +298,59 @@ def test_the_broker_binds_loopback_with_a_password_and_an_fsynced_aof(broker):
     assert owner != 0  # Redis parses network data: never root
     assert BROKER_DIR in broker.directory.parents
     assert queue_of("x") == "dnsstudy.vp.x"
+
+
+def test_a_vantage_point_added_mid_study_gets_its_part_and_other_changes_are_refused(broker, tmp_path):
+    from harness.distributed.coordinator import Coordinator
+    from harness.store import Store
+    from harness.study import load_study
+
+    def prepare(places: str, changes: str = "") -> int:
+        path = tmp_path / "grow.toml"
+        text = STUDY.format(name="grow", a="x", b="y").replace('vantage_points = ["x", "y"]', places)
+        path.write_text(text.replace("rounds = 1", changes or "rounds = 1"))
+        store = Store(tmp_path / "results" / "store.sqlite")
+        try:
+            return Coordinator(load_study(str(path)), store, broker.url, store.path.parent).prepare()
+        finally:
+            store.close()
+
+    first = prepare('vantage_points = ["x"]')
+    assert prepare('vantage_points = ["x", "y"]') == 2 * first
+    store = Store(tmp_path / "results" / "store.sqlite")
+    parts = store.vantage_points("grow")
+    assert parts == {"x": (0, first), "y": (0, first)}
+    assert [v.ordinal for v in store.planned_at("grow", "y", 1)] == [first]
+    store.close()
+    with pytest.raises(HarnessError, match="may only be added at the end"):
+        prepare('vantage_points = ["y", "x"]')
+    with pytest.raises(HarnessError, match="differs in: rounds"):
+        prepare('vantage_points = ["x", "y"]', "rounds = 2")
+
+
+def test_a_tls_broker_carries_tasks_and_results_and_is_verified(tmp_path):
+    from harness.distributed.app import make_app
+    from harness.distributed.broker import connect
+
+    service = RedisService(name=f"{TEST_PREFIX}-tls", port=PORT + 1, tls=True)
+    service.down()
+    subprocess.run(["rm", "-rf", str(service.directory)], check=True)
+    try:
+        url = service.up()
+        assert url.startswith("rediss://") and "ssl_ca_certs=" in url
+        client = connect(url)
+        app = make_app(url)
+        app.send_task("dnsstudy.visit", args=[{"over": "tls"}], task_id="tls-1", queue=queue_of("tls"))
+        assert client.llen(queue_of("tls")) == 1
+        app.backend.store_result("tls-2", {"ok": True}, "SUCCESS")
+        assert app.backend.get_task_meta("tls-2")["result"] == {"ok": True}
+        plain = url.replace("rediss://", "redis://").split("?")[0]
+        with pytest.raises(HarnessError, match="cannot connect"):  # the port speaks TLS only
+            connect(plain, timeout=2)
+        untrusted = url.split("?")[0]  # the system's CAs do not know the broker's
+        with pytest.raises(HarnessError, match="cannot connect.*certificate verify failed"):
+            connect(untrusted, timeout=2)
+        with pytest.raises(HarnessError, match="always verified"):
+            connect(url.replace("ssl_cert_reqs=required", "ssl_cert_reqs=none"))
+    finally:
+        service.down()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -189,3 +190,27 @@ def _timing() -> dict:
         "duration_us": 1000,
         "status": "ok",
     }
+
+
+def test_a_worker_warns_when_its_host_runs_more_workers_than_measured_safe(tmp_path):
+    from harness.distributed.capacity import WORKER_DOING, capacity_warning, record_capacity, running_workers
+    from harness.lock import FileLock
+
+    locks, capacity = tmp_path / "locks", tmp_path / "capacity.json"
+    held = [FileLock(locks / f"w{i}.lock", f"lab w{i}", f"{WORKER_DOING} w{i}") for i in range(2)]
+    crawl = FileLock(locks / "c.lock", "lab c", "crawled")
+    gone = FileLock(locks / "gone.lock", "lab g", f"{WORKER_DOING} g")
+    for lock in [*held, crawl, gone]:
+        lock.acquire()
+    assert gone.fd is not None
+    os.close(gone.fd)  # its holder died: the record stays, the flock is gone
+    assert running_workers(locks) == 2  # the crawl is not a worker; the dead worker's record is stale
+    warning = capacity_warning(locks, capacity)
+    assert warning is not None and "never measured" in warning
+    record_capacity(1, {"workers": 2}, capacity)
+    warning = capacity_warning(locks, capacity)
+    assert warning is not None and "more than the 1 measured safe" in warning
+    record_capacity(2, {"workers": 2}, capacity)
+    assert capacity_warning(locks, capacity) is None
+    for lock in [*held, crawl]:
+        lock.release()

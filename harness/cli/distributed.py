@@ -30,10 +30,10 @@ def broker() -> None:
     """The Redis the tool runs for a lab or one host: loopback, a password, an fsynced append-only file."""
 
 
-def _service(name: str, host: str, port: int) -> RedisService:
+def _service(name: str, host: str, port: int, tls: bool = False) -> RedisService:
     from harness.distributed.broker import RedisService
 
-    return RedisService(name=name, host=host, port=port)
+    return RedisService(name=name, host=host, port=port, tls=tls)
 
 
 def _service_options(fn: F) -> F:
@@ -46,10 +46,11 @@ def _service_options(fn: F) -> F:
 
 @broker.command("up")
 @_service_options
+@click.option("--tls", is_flag=True, help="TLS only (rediss://), with a CA of its own (ca.pem in its directory).")
 @one_line_errors
-def broker_up(name: str, host: str, port: int) -> None:
+def broker_up(name: str, host: str, port: int, tls: bool) -> None:
     """Start redis-server (as the redis account); print where its URL is kept."""
-    service = _service(name, host, port)
+    service = _service(name, host, port, tls)
     service.up()
     console.print(f"broker '{name}' on {host}:{port}; its URL: dnsstudy broker url --name {name}")
 
@@ -64,10 +65,11 @@ def broker_down(name: str, host: str, port: int) -> None:
 
 @broker.command("url")
 @_service_options
+@click.option("--tls", is_flag=True, help="The broker was started with --tls.")
 @one_line_errors
-def broker_url_command(name: str, host: str, port: int) -> None:
+def broker_url_command(name: str, host: str, port: int, tls: bool) -> None:
     """Print the broker's URL (with its password): export DNSSTUDY_BROKER=$(dnsstudy broker url)."""
-    click.echo(_service(name, host, port).url)
+    click.echo(_service(name, host, port, tls).url)
 
 
 @click.command("worker")

@@ -9,9 +9,11 @@ idempotently, so a visit that ran twice is still recorded once.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from celery import Celery
 
-from harness.distributed.broker import check_url
+from harness.distributed.broker import check_url, tls_options
 
 #: Longer than the longest task (a visit with its retries, a block's timer run), or a task still running is
 #: handed out a second time (harmless, but wasted). Deployments with long timer runs raise it.
@@ -29,7 +31,12 @@ def queue_of(vantage_point: str) -> str:
 def make_app(broker_url: str, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S) -> Celery:
     """The application, bound to ``broker_url`` (also the result backend)."""
     check_url(broker_url)
+    tls = tls_options(broker_url)
+    if tls:  # the CA file and verification as options: both Celery's backend and kombu's transport read them there
+        broker_url = urlsplit(broker_url)._replace(query="").geturl()
     app = Celery("dnsstudy", broker=broker_url, backend=broker_url, set_as_current=False)
+    if tls:
+        app.conf.update(broker_use_ssl=tls, redis_backend_use_ssl=tls)
     transport = {
         "visibility_timeout": visibility_timeout_s,
         # Look for unacknowledged messages of lost workers every few seconds, not every 100 s.

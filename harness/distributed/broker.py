@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import ssl
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import redis
 
@@ -41,6 +42,26 @@ def check_url(url: str) -> str:
     return url
 
 
+def tls_options(url: str) -> dict | None:
+    """For a rediss:// URL, what Celery and kombu need to verify the broker (its query names a CA file), else None.
+
+    The broker's certificate is always verified: a URL asking for less is refused.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "rediss":
+        return None
+    query = parse_qs(parts.query)
+    wanted = query.get("ssl_cert_reqs", ["required"])[0]
+    if wanted not in ("required", "CERT_REQUIRED"):
+        raise HarnessError(
+            f"broker URL {display(url)}: ssl_cert_reqs={wanted}: the broker's certificate is always verified"
+        )
+    options: dict = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    if "ssl_ca_certs" in query:
+        options["ssl_ca_certs"] = query["ssl_ca_certs"][0]
+    return options
+
+
 def display(url: str) -> str:
     """The URL with its password hidden, for messages and logs."""
     parts = urlsplit(url)
@@ -53,7 +74,9 @@ def display(url: str) -> str:
 def connect(url: str, timeout: float = 5.0) -> redis.Redis:
     """A client of the broker, once it answered a PING; a one-line error for a wrong password or no answer."""
     check_url(url)
-    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    tls = tls_options(url) or {}
+    bare = urlsplit(url)._replace(query="").geturl()
+    client = redis.Redis.from_url(bare, socket_timeout=timeout, socket_connect_timeout=timeout, **tls)
     try:
         client.ping()
     except redis.AuthenticationError:
@@ -75,6 +98,7 @@ class RedisService:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     root: Path = BROKER_DIR
+    tls: bool = False  # TLS only (rediss://), with a CA of its own: `ca.pem` in its directory is what clients trust
 
     @property
     def directory(self) -> Path:
@@ -83,7 +107,11 @@ class RedisService:
     @property
     def url(self) -> str:
         """The URL workers and the coordinator use (it holds the password: keep it out of shell history)."""
-        return f"redis://:{quote(self.password(), safe='')}@{self.host}:{self.port}/0"
+        password = quote(self.password(), safe="")
+        if self.tls:
+            ca = quote(str(self.directory / "ca.pem"), safe="/")
+            return f"rediss://:{password}@{self.host}:{self.port}/0?ssl_cert_reqs=required&ssl_ca_certs={ca}"
+        return f"redis://:{password}@{self.host}:{self.port}/0"
 
     def password(self) -> str:
         path = self.directory / "password"
@@ -133,11 +161,12 @@ class RedisService:
             password.write_text(secrets.token_urlsafe(24) + "\n")
             os.chmod(password, 0o600)
         config = self.directory / "redis.conf"
+        listen = [f"port {self.port}"] if not self.tls else ["port 0", f"tls-port {self.port}", *self._tls()]
         config.write_text(
             "\n".join(
                 [
                     f"bind {self.host}",
-                    f"port {self.port}",
+                    *listen,
                     "protected-mode yes",
                     f"requirepass {self.password()}",
                     "daemonize yes",
@@ -153,6 +182,24 @@ class RedisService:
         )
         os.chmod(config, 0o600)
         account.give(self.directory)
+
+    def _tls(self) -> list[str]:
+        """A CA and a certificate for the bound address, made once; the configuration lines that load them."""
+        from harness.lab.ca import CertificateAuthority, new_key, write_key
+
+        ca_file, cert, key = self.directory / "ca.pem", self.directory / "broker.pem", self.directory / "broker.key"
+        if not ca_file.exists():
+            ca = CertificateAuthority.create(f"dnsstudy broker {self.name}")
+            server_key = new_key()
+            cert.write_bytes(ca.issue(["localhost"], [self.host], server_key))
+            write_key(server_key, key)
+            ca_file.write_bytes(ca.cert_pem)  # last: its presence says the set is complete
+        return [
+            f"tls-cert-file {cert}",
+            f"tls-key-file {key}",
+            f"tls-ca-cert-file {ca_file}",
+            "tls-auth-clients no",  # clients prove themselves with the password; they verify the server
+        ]
 
     def _wait(self) -> None:
         deadline = time.monotonic() + 10

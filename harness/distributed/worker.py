@@ -27,6 +27,7 @@ from rich.console import Console
 
 from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
 from harness.distributed.broker import connect, display
+from harness.distributed.capacity import WORKER_DOING, capacity_warning
 from harness.distributed.messages import har_payload, visit_of
 from harness.errors import HarnessError
 from harness.lock import using_place
@@ -139,8 +140,11 @@ def run_worker(
     app = make_app(broker_url, **({"visibility_timeout_s": visibility_timeout_s} if visibility_timeout_s else {}))
     work_dir = WORKER_DIR / vantage_point
     (work_dir / "hars").mkdir(parents=True, exist_ok=True)
-    with using_place(place, f"worked for vantage point {vantage_point}"):
+    with using_place(place, f"{WORKER_DOING} {vantage_point}"):
         place.require_healthy()
+        warning = capacity_warning()
+        if warning:
+            console.print(f"warning: {warning}", markup=False, soft_wrap=True)
         worker = VantageWorker(vantage_point, place, work_dir, backend, console)
         for note in clean_up_client(place):
             console.print(note, markup=False, highlight=False, soft_wrap=True)
