@@ -24,6 +24,7 @@ from celery import Celery
 from rich.console import Console
 
 from harness.browser.har import fsync_directory, write_durably
+from harness.crawler import ending
 from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
 from harness.distributed.broker import connect, display
 from harness.distributed.messages import (
@@ -166,11 +167,13 @@ class Coordinator:
                 f"study {self.study_id}: coordinating {', '.join(self.states)} through {display(self.broker_url)}"
             )
             previous = signal.signal(signal.SIGINT, self._on_signal), signal.signal(signal.SIGTERM, self._on_signal)
+            self.store.crawler_started(self.study_id)  # `dnsstudy status` sees the coordinator as the crawler
             try:
                 self._loop(summary)
             finally:
                 signal.signal(signal.SIGINT, previous[0])
                 signal.signal(signal.SIGTERM, previous[1])
+                self.store.crawler_ended(self.study_id, ending(self.stopping))
             summary.done, summary.total = self.store.progress(self.study_id)
             summary.halted = {s.name: s.halted or s.failed or "" for s in self.states.values() if s.halted or s.failed}
             summary.stopped = self.stopping
