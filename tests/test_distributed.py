@@ -24,7 +24,7 @@ from harness.distributed.broker import BROKER_DIR, RedisService
 from harness.distributed.worker import halt_key
 from harness.errors import HarnessError
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
-from tests.lab_tools import live_processes_mentioning
+from tests.lab_tools import live_processes_mentioning, study_file
 
 pytestmark = pytest.mark.lab
 
@@ -34,30 +34,19 @@ DNSSTUDY = [sys.executable, "-m", "harness.cli"]
 PORT = 16000 + int(TEST_SUBNET.split(".")[2])
 VISIBILITY_S = 45  # a lost worker's visit is handed out again after this long (the default is an hour)
 
-STUDY = """
-name = "{name}"
-description = "two vantage points (tests/test_distributed.py)"
-target = "lab"
-seed = 3
-rounds = 1
-networks = ["wired"]
-resolvers = ["near"]
-protocols = ["do53", "doh"]
-vantage_points = ["{a}", "{b}"]
-page_load_timeout_s = 30
 
-[sites]
-list = "tranco/paper-2019.csv"
-
-[[sites.select]]
-group = "top"
-ranks = [1, 1000]
-every = 500
-
-[link_check]
-probes = 200
-seconds = 1.0
-"""
+def study(tmp: Path, name: str, places: list[str], rounds: int = 1) -> Path:
+    """The tests' small lab crawl (tests/lab_tools.py) on the wired link, through `near`, at ``places``."""
+    listed = ", ".join(f'"{p}"' for p in places)
+    return study_file(
+        tmp,
+        name,
+        changes={
+            '["wired", "4g"]': '["wired"]',
+            '["near", "far"]': '["near"]',
+            "rounds = 1": f"rounds = {rounds}\nvantage_points = [{listed}]",
+        },
+    )
 
 
 class Deployment:
@@ -68,8 +57,7 @@ class Deployment:
         self.names = [f"{TEST_PREFIX[:8]}-{x}" for x in ("a", "b")]
         self.workers: dict[str, subprocess.Popen] = {}
         self.coordinator: subprocess.Popen | None = None
-        self.study = tmp / "vp.toml"
-        self.study.write_text(STUDY.format(name=f"vp-{tmp.name[-8:].lower()}", a=self.names[0], b=self.names[1]))
+        self.study = study(tmp, f"vp-{tmp.name[-8:].lower()}", self.names)
         self.store = tmp / "results" / "store.sqlite"
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DNSSTUDY_BROKER": broker.url}
 
@@ -268,10 +256,9 @@ def test_a_wrong_broker_password_is_one_line(broker, tmp_path):
     assert worker.returncode == 2
     assert worker.stderr.strip().count("\n") == 0 and "the password was refused" in worker.stderr
     assert "not-the-password" not in worker.stderr  # a password is never printed
-    study = tmp_path / "s.toml"
-    study.write_text(STUDY.format(name="pw", a="pa", b="pb"))
+    path = study(tmp_path, "pw", ["pa", "pb"])
     coordinator = subprocess.run(
-        [*DNSSTUDY, "coordinate", str(study), "--store", str(tmp_path / "s.sqlite")],
+        [*DNSSTUDY, "coordinate", str(path), "--store", str(tmp_path / "s.sqlite")],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -280,7 +267,7 @@ def test_a_wrong_broker_password_is_one_line(broker, tmp_path):
     assert coordinator.returncode == 2 and "the password was refused" in coordinator.stderr
     assert not (tmp_path / "s.sqlite").exists()  # refused before the store was touched
     no_password = subprocess.run(
-        [*DNSSTUDY, "coordinate", str(study), "--broker", f"redis://127.0.0.1:{PORT}/0"],
+        [*DNSSTUDY, "coordinate", str(path), "--broker", f"redis://127.0.0.1:{PORT}/0"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -305,27 +292,25 @@ def test_a_vantage_point_added_mid_study_gets_its_part_and_other_changes_are_ref
     from harness.store import Store
     from harness.study import load_study
 
-    def prepare(places: str, changes: str = "") -> int:
-        path = tmp_path / "grow.toml"
-        text = STUDY.format(name="grow", a="x", b="y").replace('vantage_points = ["x", "y"]', places)
-        path.write_text(text.replace("rounds = 1", changes or "rounds = 1"))
+    def prepare(places: list[str], rounds: int = 1) -> int:
+        path = study(tmp_path, "grow", places, rounds)
         store = Store(tmp_path / "results" / "store.sqlite")
         try:
             return Coordinator(load_study(str(path)), store, broker.url, store.path.parent).prepare()
         finally:
             store.close()
 
-    first = prepare('vantage_points = ["x"]')
-    assert prepare('vantage_points = ["x", "y"]') == 2 * first
+    first = prepare(["x"])
+    assert prepare(["x", "y"]) == 2 * first
     store = Store(tmp_path / "results" / "store.sqlite")
     parts = store.vantage_points("grow")
     assert parts == {"x": (0, first), "y": (0, first)}
     assert [v.ordinal for v in store.planned_at("grow", "y", 1)] == [first]
     store.close()
     with pytest.raises(HarnessError, match="may only be added at the end"):
-        prepare('vantage_points = ["y", "x"]')
+        prepare(["y", "x"])
     with pytest.raises(HarnessError, match="differs in: rounds"):
-        prepare('vantage_points = ["x", "y"]', "rounds = 2")
+        prepare(["x", "y"], rounds=2)
 
 
 def test_a_tls_broker_carries_tasks_and_results_and_is_verified(tmp_path):
