@@ -25,6 +25,7 @@ import os
 import shutil
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -316,6 +317,15 @@ class Store:
         )
         return {v: (done or 0, total) for v, done, total in rows}
 
+    def plan_id(self) -> str:
+        """This store's own random id, made on first use: what tells its broker tasks from another store's."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'plan_id'").fetchone()
+        if row is not None:
+            return str(row[0])
+        with self._transaction():
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('plan_id', ?)", (uuid.uuid4().hex[:12],))
+        return str(self.db.execute("SELECT value FROM meta WHERE key = 'plan_id'").fetchone()[0])
+
     def plan_end(self, study_id: str) -> tuple[int, int]:
         """The next free ordinal and block: where a vantage point added mid-study starts its part."""
         ordinal, block = self.db.execute(
@@ -368,12 +378,14 @@ class Store:
         if done.rowcount != 1:
             raise HarnessError(f"visit {visit.ordinal} of study {study_id} is not planned: it was done before")
 
-    def update_study_config(self, study_id: str, config: dict) -> None:
-        """Replace a study's stored configuration (a vantage point added mid-study)."""
+    def extend_plan(self, study_id: str, config: dict, plan: Iterable[PlannedVisit]) -> int:
+        """Add visits to a study's plan and replace its configuration, in one transaction (a vantage point added
+        mid-study: killed half-way, the store would otherwise plan it twice on the next start)."""
         with self._transaction():
             self.db.execute(
                 "UPDATE studies SET config = ? WHERE study_id = ?", (json.dumps(config, sort_keys=True), study_id)
             )
+            return self._insert_plan(study_id, plan)
 
     def study_config(self, study_id: str) -> dict | None:
         row = self.db.execute("SELECT config FROM studies WHERE study_id = ?", (study_id,)).fetchone()

@@ -196,7 +196,7 @@ def test_worker_killed_broker_restarted_coordinator_killed_nothing_lost_nothing_
     held = unacked_visit(d.broker, a)
     d.workers[a].send_signal(signal.SIGKILL)
     d.workers[a].wait()
-    d.start_worker(0)  # its visit comes back after the visibility timeout, to this worker or to none other
+    d.start_worker(0)  # started again, it puts back what the killed one held (no wait for the visibility timeout)
     # Redis restarted mid-crawl: its append-only file keeps the queues and results.
     d.wait_for(lambda: sum(d.done().values()) >= 3, 300, "three visits")
     d.broker.down()
@@ -213,6 +213,7 @@ def test_worker_killed_broker_restarted_coordinator_killed_nothing_lost_nothing_
     assert held is not None
     worker_log = d.log(f"worker-{a}")
     assert f"visit {held}:" in worker_log  # the visit the kill interrupted was done again
+    assert f"1 visits a killed worker of {a} held went back to its queue" in worker_log
     assert "was lost by the broker" not in d.log("coordinator")  # the AOF kept every queued task
 
 
@@ -339,3 +340,23 @@ def test_a_tls_broker_carries_tasks_and_results_and_is_verified(tmp_path):
             connect(url.replace("ssl_cert_reqs=required", "ssl_cert_reqs=none"))
     finally:
         service.down()
+
+
+def test_a_worker_starting_takes_back_what_a_killed_one_of_its_queue_held(broker):
+    import redis
+
+    from harness.distributed.app import make_app
+    from harness.distributed.worker import restore_unacked
+
+    client = redis.Redis.from_url(broker.url)
+    app = make_app(broker.url)
+    for name in ("mine", "other"):
+        app.send_task("dnsstudy.visit", args=[{"n": name}], task_id=f"t-{name}", queue=queue_of(name))
+        raw = client.rpop(queue_of(name))  # as a worker takes it: out of the queue, into `unacked`
+        assert isinstance(raw, bytes)
+        client.hset("unacked", f"tag-{name}", json.dumps([json.loads(raw), "", queue_of(name)]))
+        client.zadd("unacked_index", {f"tag-{name}": time.time()})
+    assert restore_unacked(client, queue_of("mine")) == 1
+    assert client.llen(queue_of("mine")) == 1 and client.llen(queue_of("other")) == 0
+    assert client.hkeys("unacked") == [b"tag-other"]  # another vantage point's is not ours to take
+    client.delete("unacked", "unacked_index", queue_of("mine"))

@@ -130,6 +130,7 @@ def test_a_broker_url_without_a_password_or_with_another_scheme_is_one_line(url,
 
 def test_a_broker_url_is_shown_without_its_password():
     assert display("rediss://:s3cret@broker.example:6380/0") == "rediss://:***@broker.example:6380/0"
+    assert display("redis://:p%40ss@h:1/0?ssl_ca_certs=/x") == "redis://:***@h:1/0"  # escaped, and the query too
     assert check_url("rediss://:s3cret@broker.example:6380/0").startswith("rediss://")
 
 
@@ -214,3 +215,15 @@ def test_a_worker_warns_when_its_host_runs_more_workers_than_measured_safe(tmp_p
     assert capacity_warning(locks, capacity) is None
     for lock in [*held, crawl]:
         lock.release()
+
+
+def test_a_result_is_recorded_only_for_its_own_visit_and_a_har_name_is_a_name():
+    from harness.distributed.messages import HAR_NAME, matches, visit_task_id
+
+    one, two = list(make_plan(SITES, 1, ["wired"], CONFIGS, seed=1, vantage_points=["a"]))[:2]
+    record = {"url": one.url, "resolver": one.resolver, "protocol": one.protocol, "vantage_point": "a"}
+    assert matches(one, record) and not matches(two, {**record, "url": "https://other.test/"})
+    assert not matches(one, {**record, "vantage_point": "b"})
+    assert HAR_NAME.match("0123abcd" * 4 + ".har.gz")
+    assert not any(HAR_NAME.match(n) for n in (".store", "../x.har.gz", "x/../../etc.har", "a.har.gz.part"))
+    assert visit_task_id("p1", "s", one) != visit_task_id("p2", "s", one)  # another store's tasks are not ours

@@ -39,8 +39,8 @@ def make_app(broker_url: str, visibility_timeout_s: float = DEFAULT_VISIBILITY_T
         app.conf.update(broker_use_ssl=tls, redis_backend_use_ssl=tls)
     transport = {
         "visibility_timeout": visibility_timeout_s,
-        # Look for unacknowledged messages of lost workers every few seconds, not every 100 s.
-        "unacked_restore_interval": max(1, int(visibility_timeout_s // 10)),
+        # Look for lost workers' unacknowledged messages a tenth of the timeout apart, at most kombu's 100 s.
+        "unacked_restore_interval": max(1, min(100, int(visibility_timeout_s // 10))),
         "unacked_restore_throttle": 1,
     }
     app.conf.update(

@@ -67,8 +67,8 @@ def display(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    host = parts.netloc.rsplit("@", 1)[1]  # as written: the password may hold escapes, the host never an '@'
+    return parts._replace(netloc=f"{parts.username or ''}:***@{host}", query="").geturl()
 
 
 def connect(url: str, timeout: float = 5.0) -> redis.Redis:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 from celery import Celery
+from celery.exceptions import BackendGetMetaError
+from kombu.exceptions import OperationalError
 from rich.console import Console
 
 from harness.browser.har import fsync_directory, write_durably
@@ -28,7 +31,9 @@ from harness.crawler import ending
 from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
 from harness.distributed.broker import connect, display
 from harness.distributed.messages import (
+    HAR_NAME,
     har_bytes,
+    matches,
     timer_message,
     timer_task_id,
     visit_message,
@@ -38,7 +43,8 @@ from harness.distributed.worker import halt_key
 from harness.errors import HarnessError
 from harness.lock import holding, store_lock
 from harness.plan import PlannedVisit, make_plan
-from harness.store import Store
+from harness.schedule import round_start
+from harness.store import Store, disk_full
 from harness.study import LoadedStudy, as_current_study
 from harness.timer import read_hostnames
 
@@ -52,7 +58,7 @@ class VantageState:
 
     name: str
     in_flight: dict[str, PlannedVisit] = field(default_factory=dict)  # task id -> visit
-    timer: tuple[str, int, str, list[str]] | None = None  # task id, block, network, unreadable HARs
+    timer: tuple[str, int, str, list[str], int] | None = None  # task id, block, network, unreadable HARs, names
     halted: str | None = None  # the worker's reason, from the broker
     failed: str | None = None  # a task that raised: a bug, not a place's fault; needs a restart
     missing: dict[str, int] = field(default_factory=dict)  # task id -> audits that did not find it
@@ -109,6 +115,8 @@ class Coordinator:
         self.config = loaded.record()["study"]
         self.stopping = False
         self.poll_s = 0.05
+        self.plan_id = ""  # the store's, once prepared
+        self.first_start = 0.0  # when the study first started: rounds are spread from here (duration_days)
 
     # -- the plan --------------------------------------------------------------------
 
@@ -124,13 +132,16 @@ class Coordinator:
             self.console.print(f"new store {self.store.path}: {planned} visits planned")
             return planned
         stored = as_current_study(existing["study"])
-        have, want = stored.get("vantage_points", []), self.study.vantage_points
+        # What the plan holds, not what the configuration says: the two are written together, but the plan decides.
+        have, want = [p for p in self.store.vantage_points(self.study_id) if p], self.study.vantage_points
         changed = sorted(
             k for k in set(self.config) | set(stored) if k != "vantage_points" and self.config.get(k) != stored.get(k)
         )
         if existing.get("list") != self.loaded.record()["list"]:
             changed.append("the site list")
-        if want[: len(have)] != have:
+        if not have:
+            changed.append("vantage_points (the store holds a single-host crawl)")
+        elif want[: len(have)] != have:
             changed.append("vantage_points (they may only be added at the end)")
         if changed:
             raise HarnessError(
@@ -146,8 +157,7 @@ class Coordinator:
         s = self.study
         ordinal, block = self.store.plan_end(self.study_id)
         plan = make_plan(self.loaded.sites, s.rounds, s.networks, s.configurations, s.seed, names, ordinal, block)
-        added = self.store.add_plan(self.study_id, plan)
-        self.store.update_study_config(self.study_id, {**existing, "study": self.config})
+        added = self.store.extend_plan(self.study_id, {**existing, "study": self.config}, plan)
         self.console.print(f"vantage points {', '.join(names)} added: {added} visits planned")
 
     # -- the loop --------------------------------------------------------------------
@@ -159,6 +169,8 @@ class Coordinator:
             started = time.monotonic()
             summary = CoordinatorSummary()
             self.prepare()
+            self.plan_id = self.store.plan_id()
+            self.first_start = self.store.started_at(self.study_id, time.time())
             removed = self.store.remove_orphan_hars(self.results_dir / "hars")
             if removed:
                 self.console.print(f"removed {removed} files interrupted completions left (unrecorded HARs, .part)")
@@ -170,6 +182,13 @@ class Coordinator:
             self.store.crawler_started(self.study_id)  # `dnsstudy status` sees the coordinator as the crawler
             try:
                 self._loop(summary)
+            except (OSError, sqlite3.Error) as exc:
+                if disk_full(exc, self.store.path):
+                    where = getattr(exc, "filename", None) or self.store.path
+                    raise HarnessError(
+                        f"disk full at {where}: the results stay in the broker; free space and run the same command"
+                    ) from None
+                raise
             finally:
                 signal.signal(signal.SIGINT, previous[0])
                 signal.signal(signal.SIGTERM, previous[1])
@@ -188,7 +207,7 @@ class Coordinator:
                 if time.monotonic() - audit > AUDIT_EVERY_S:
                     audit = time.monotonic()
                     summary.requeued += self._audit()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+            except (redis.ConnectionError, redis.TimeoutError, OperationalError, BackendGetMetaError) as exc:
                 self.console.print(f"broker {display(self.broker_url)} unreachable ({exc}); trying again in 5 s")
                 time.sleep(5)
                 continue
@@ -268,7 +287,7 @@ class Coordinator:
 
     def _timer_finished(self, state: VantageState, meta: dict, summary: CoordinatorSummary) -> None:
         assert state.timer is not None
-        _, block, network, unreadable = state.timer
+        _, block, network, unreadable, names = state.timer
         state.timer = None
         if meta["status"] != "SUCCESS":
             state.failed = f"the timer run of block {block} failed on the worker: {meta['result']}"
@@ -276,7 +295,6 @@ class Coordinator:
             return
         result = meta["result"]
         problem = "; ".join(result["problems"]) or None
-        names = len({r["name"] for r in result["records"]})
         self.store.add_block_timings(self.study_id, block, network, names, result["records"], problem, unreadable)
         summary.blocks_timed += 1
 
@@ -291,11 +309,12 @@ class Coordinator:
             if known is None or known[1] or any(v.ordinal == visit.ordinal for v, _, _ in fresh):
                 continue
             record = result["record"]
-            if record.get("vantage_point") != visit.vantage_point:
-                raise HarnessError(f"visit {visit.ordinal}: a result from '{record.get('vantage_point')}'")
             har = result.get("har")
+            if not matches(visit, record) or (har and not HAR_NAME.match(har["name"])):
+                self.console.print(f"visit {visit.ordinal}: a result that is not of this visit, ignored", markup=False)
+                continue
             if har:
-                path = self.results_dir / "hars" / Path(har["name"]).name  # a name, never a path the worker chose
+                path = self.results_dir / "hars" / har["name"]
                 write_durably(har_bytes(har["data"]), path, sync_directory=False)
                 record["har_path"] = str(path)
             for check in result.get("checks") or []:
@@ -314,7 +333,12 @@ class Coordinator:
         if state.timer is not None:
             return
         planned = self.store.planned_at(self.study_id, state.name, self.window)
-        untimed = self._untimed_block(state.name, planned[0].block if planned else None)
+        if planned and time.time() < round_start(self.loaded, planned[0].round, self.first_start):
+            return  # the study's duration spreads its rounds: this one starts later
+        if planned and state.in_flight and planned[0].block == next(iter(state.in_flight.values())).block:
+            untimed = None  # within a block: no block can have finished since the last look
+        else:
+            untimed = self._untimed_block(state.name, planned[0].block if planned else None)
         if untimed is not None:
             if not state.in_flight:
                 self._send_timer(state, *untimed)
@@ -325,7 +349,7 @@ class Coordinator:
         for visit in planned:
             if visit.block != planned[0].block:
                 break
-            task_id = visit_task_id(self.study_id, visit)
+            task_id = visit_task_id(self.plan_id, self.study_id, visit)
             if task_id not in state.in_flight:
                 state.in_flight[task_id] = visit
                 self.app.send_task(
@@ -346,8 +370,8 @@ class Coordinator:
 
     def _send_timer(self, state: VantageState, block: int, network: str) -> None:
         names, unreadable = read_hostnames(Path(p) for p in self.store.block_hars(self.study_id, block))
-        task_id = timer_task_id(self.study_id, block)
-        state.timer = (task_id, block, network, unreadable)
+        task_id = timer_task_id(self.plan_id, self.study_id, block)
+        state.timer = (task_id, block, network, unreadable, len(names))
         if self.app.backend.get_task_meta(task_id)["status"] == "PENDING" and task_id not in self._in_broker():
             self.app.send_task(
                 TIMER_TASK,
@@ -363,7 +387,7 @@ class Coordinator:
         held = self._in_broker()
         for state in self.states.values():
             for visit in self.store.planned_at(self.study_id, state.name, self.window):
-                task_id = visit_task_id(self.study_id, visit)
+                task_id = visit_task_id(self.plan_id, self.study_id, visit)
                 if task_id in held or self.app.backend.get_task_meta(task_id)["status"] != "PENDING":
                     state.in_flight[task_id] = visit
 
@@ -399,7 +423,26 @@ class Coordinator:
                     )
                     del state.missing[task_id]
                     again += 1
+            again += self._audit_timer(state, held)
         return again
+
+    def _audit_timer(self, state: VantageState, held: set[str]) -> int:
+        """A timer run the broker lost (missing twice) is sent again by the next look at the vantage point."""
+        if state.timer is None:
+            return 0
+        task_id = state.timer[0]
+        if task_id in held or self.app.backend.get_task_meta(task_id)["status"] != "PENDING":
+            state.missing.pop(task_id, None)
+            return 0
+        state.missing[task_id] = state.missing.get(task_id, 0) + 1
+        if state.missing[task_id] < 2:
+            return 0
+        self.console.print(
+            f"the timer run of block {state.timer[1]} ({state.name}) was lost by the broker: queued again"
+        )
+        del state.missing[task_id]
+        state.timer = None  # `_dispatch` finds the block untimed and sends its run again
+        return 1
 
     def _progress_line(self) -> str:
         parts = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from dataclasses import asdict
 
 from harness.plan import PlannedVisit
@@ -23,13 +24,31 @@ def study_part(study_id: str, study: dict) -> dict:
     return {"study_id": study_id, "study": study, "digest": digest}
 
 
-def visit_task_id(study_id: str, visit: PlannedVisit) -> str:
-    """A visit's task id: the same every time it is sent, so a coordinator that restarts finds it again."""
-    return f"{study_id}:visit:{visit.ordinal}"
+def visit_task_id(plan_id: str, study_id: str, visit: PlannedVisit) -> str:
+    """A visit's task id: the same every time it is sent, so a coordinator that restarts finds it again.
+
+    ``plan_id`` is the store's own (written with its plan): another store of the same study on the same broker,
+    or a store made again after a change, never takes this store's tasks or results for its own.
+    """
+    return f"{study_id}:{plan_id}:visit:{visit.ordinal}"
 
 
-def timer_task_id(study_id: str, block: int) -> str:
-    return f"{study_id}:timer:{block}"
+def timer_task_id(plan_id: str, study_id: str, block: int) -> str:
+    return f"{study_id}:{plan_id}:timer:{block}"
+
+
+def matches(visit: PlannedVisit, record: dict) -> bool:
+    """Whether a result's record is of this planned visit (its URL, resolver, protocol and vantage point)."""
+    return (record.get("url"), record.get("resolver"), record.get("protocol"), record.get("vantage_point")) == (
+        visit.url,
+        visit.resolver,
+        visit.protocol,
+        visit.vantage_point,
+    )
+
+
+#: A HAR's name as a worker sends it: a visit id, nothing a path or the results' marker files could be.
+HAR_NAME = re.compile(r"^[0-9a-f]{8,64}\.har(\.gz)?$")
 
 
 def visit_message(study_id: str, study: dict, visit: PlannedVisit) -> dict:

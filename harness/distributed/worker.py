@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import redis
 from celery import Celery
 from celery.exceptions import Reject
 from celery.worker import state as worker_state
@@ -151,6 +152,9 @@ def run_worker(
         for leftover in (work_dir / "hars").iterdir():  # HARs of visits whose results never left: they run again
             leftover.unlink()
         _register_tasks(app, worker)
+        restored = restore_unacked(client, queue_of(vantage_point))
+        if restored:
+            console.print(f"{restored} visits a killed worker of {vantage_point} held went back to its queue")
         client.delete(halt_key(vantage_point))
         client.set(
             worker_key(vantage_point),
@@ -179,6 +183,27 @@ def run_worker(
     return 0
 
 
+def restore_unacked(client: redis.Redis, queue: str) -> int:
+    """Put back at the head of ``queue`` what a killed worker of it took and never acknowledged; how many.
+
+    One worker serves a vantage point, so what its queue has unacknowledged when it starts was held by a
+    worker that is gone: waiting out the visibility timeout (an hour by default) would stall the vantage
+    point. The layout is kombu's Redis transport's (`unacked` hash of [message, exchange, routing key]).
+    """
+    restored = 0
+    for tag, value in client.hgetall("unacked").items():
+        message, _exchange, routing_key = json.loads(value)
+        if routing_key != queue:
+            continue
+        with client.pipeline() as pipe:  # one transaction: the message is in the queue or still unacknowledged
+            pipe.rpush(queue, json.dumps(message))  # kombu takes from the right end: this is the next one
+            pipe.hdel("unacked", tag)
+            pipe.zrem("unacked_index", tag)
+            pipe.execute()
+        restored += 1
+    return restored
+
+
 def _register_tasks(app: Celery, worker: VantageWorker) -> None:
     """The two tasks, bound to this worker's state; a halt requeues the task and stops the worker."""
 
@@ -190,6 +215,8 @@ def _register_tasks(app: Celery, worker: VantageWorker) -> None:
                 reason = timed_out(worker.place, exc)
             except (CrawlHalted, HarnessError) as exc:
                 reason = str(exc)
+            except OSError as exc:  # a full disk, say: this host's fault, never the visit's
+                reason = f"{worker.place.name}: {exc}"
             worker.halted = reason
             app.backend.client.set(halt_key(worker.vantage_point), reason)
             worker_state.should_stop = 2  # the solo pool's loop stops after this task
