@@ -31,17 +31,18 @@ class LabAddresses:
     """Hands out a fresh (prefix, /23) for each private lab of the session."""
 
     def __init__(self, base: str, pool: ipaddress.IPv4Network | ipaddress.IPv6Network):
-        self.base = base[:8]  # room for a two-digit counter within the 12-character limit
-        self.subnets = pool.subnets(new_prefix=23)
-        next(self.subnets)  # the session lab's
+        self.base = base[:8]  # room for a three-digit counter within the 12-character limit
+        self.subnets = list(pool.subnets(new_prefix=23))[1:]  # the first is the session lab's
         self.count = 0
 
     def next(self) -> tuple[str, str]:
+        """A new prefix, and the pool's /23s in turn: a test's labs are down when it ends, so after the last
+        /23 the first is free again (a test needs fewer labs at once than the pool has)."""
+        if not self.subnets:
+            raise RuntimeError(f"DNSSTUDY_TEST_POOL {TEST_POOL} has no /23 for a private lab")
+        subnet = self.subnets[self.count % len(self.subnets)]
         self.count += 1
-        try:
-            return f"{self.base}p{self.count}", str(next(self.subnets))
-        except StopIteration:
-            raise RuntimeError(f"DNSSTUDY_TEST_POOL {TEST_POOL} has no /23 left for another private lab") from None
+        return f"{self.base}p{self.count}", str(subnet)
 
 
 _ADDRESSES = LabAddresses(TEST_PREFIX, TEST_POOL)

@@ -41,7 +41,7 @@ sys.path.insert(0, {root!r})
 from pathlib import Path
 from harness.lock import holding
 with holding(Path({path!r}), "store S", "crawled"):
-    os.write(1, b"locked\n")  # one write each: the two lines never interleave
+    print("locked", flush=True)
     time.sleep(60)
 """
 
