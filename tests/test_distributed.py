@@ -197,6 +197,8 @@ def test_worker_killed_broker_restarted_coordinator_killed_nothing_lost_nothing_
     d.workers[a].send_signal(signal.SIGKILL)
     d.workers[a].wait()
     d.start_worker(0)  # started again, it puts back what the killed one held (no wait for the visibility timeout)
+    # Connected before the broker goes down: a worker that starts while it is down stops at once (one line).
+    d.wait_for(lambda: "went back to its queue" in d.log(f"worker-{a}"), 120, "the worker of a back")
     # Redis restarted mid-crawl: its append-only file keeps the queues and results.
     d.wait_for(lambda: sum(d.done().values()) >= 3, 300, "three visits")
     d.broker.down()
