@@ -362,3 +362,42 @@ def test_a_worker_starting_takes_back_what_a_killed_one_of_its_queue_held(broker
     assert client.llen(queue_of("mine")) == 1 and client.llen(queue_of("other")) == 0
     assert client.hkeys("unacked") == [b"tag-other"]  # another vantage point's is not ours to take
     client.delete("unacked", "unacked_index", queue_of("mine"))
+
+
+def test_a_foreground_broker_publishes_its_url_while_it_answers(tmp_path):
+    """`broker up --foreground` (compose's broker): bound to what its name resolves to, `url` only while up."""
+    service = RedisService(name=f"{TEST_PREFIX}-fg", host="localhost", port=PORT + 2)
+    subprocess.run(["rm", "-rf", str(service.directory)], check=True)
+    url_file = service.directory / "url"
+    argv = [*DNSSTUDY, "broker", "up", "--foreground", "--name", service.name, "--host", "localhost"]
+    server = subprocess.Popen([*argv, "--port", str(PORT + 2)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 20
+        while not url_file.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert url_file.read_text().strip() == service.url  # the name stays in the URL...
+        assert "bind 127.0.0.1\n" in (service.directory / "redis.conf").read_text()  # ...the address is bound
+        assert oct(url_file.stat().st_mode & 0o777) == "0o600"
+        env = {k: v for k, v in os.environ.items() if k != "DNSSTUDY_BROKER"}
+        env |= {"PYTHONPATH": str(ROOT), "DNSSTUDY_BROKER_FILE": str(url_file)}
+        path = study(tmp_path, "fg", ["fa"])
+        store = tmp_path / "fg.sqlite"
+        # The coordinator reaches the broker through the file: it plans, then waits for a worker (none runs).
+        coordinator = subprocess.Popen([*DNSSTUDY, "coordinate", str(path), "--store", str(store)], cwd=ROOT, env=env)
+        time.sleep(8)
+        assert coordinator.poll() is None and store.exists()
+        coordinator.send_signal(signal.SIGTERM)
+        assert coordinator.wait(timeout=60) == 3  # stopped
+        missing = subprocess.run(
+            [*DNSSTUDY, "worker", "--vantage", "fa", "--broker-file", str(tmp_path / "nothing")],
+            cwd=ROOT,
+            env={**env, "DNSSTUDY_BROKER_FILE": ""},
+            capture_output=True,
+            text=True,
+        )
+        assert missing.returncode == 2 and "broker URL file" in missing.stderr and "nothing" in missing.stderr
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    assert not url_file.exists()  # gone with the server: compose's health check turns red
+    assert service.pid() is None

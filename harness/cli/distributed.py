@@ -18,11 +18,38 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 BROKER_HELP = "Broker URL, redis://:PASSWORD@HOST:PORT/0 or rediss://; better from $DNSSTUDY_BROKER (kept out of ps)."
+BROKER_FILE_HELP = (
+    "A file holding the broker URL (a container secret, or a broker's `url`); also $DNSSTUDY_BROKER_FILE."
+)
+
+
+def _broker_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    """The URL from --broker or $DNSSTUDY_BROKER, else from the file --broker-file or $DNSSTUDY_BROKER_FILE names."""
+    if value:
+        return value
+    path = ctx.params.get("broker_file")
+    if path is None:
+        raise click.UsageError("no broker: give --broker (or $DNSSTUDY_BROKER) or --broker-file")
+    from harness.distributed.broker import read_url_file
+    from harness.errors import HarnessError
+
+    try:
+        return read_url_file(path)
+    except HarnessError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def broker_option(fn: F) -> F:
-    option = click.option("--broker", "broker_url", envvar="DNSSTUDY_BROKER", required=True, help=BROKER_HELP)
-    return option(fn)
+    fn = click.option("--broker", "broker_url", envvar="DNSSTUDY_BROKER", callback=_broker_url, help=BROKER_HELP)(fn)
+    # Eager: read before --broker's callback, which falls back to it.
+    file_option = click.option(
+        "--broker-file",
+        envvar="DNSSTUDY_BROKER_FILE",
+        is_eager=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=BROKER_FILE_HELP,
+    )
+    return file_option(fn)
 
 
 @click.group()
@@ -38,19 +65,26 @@ def _service(name: str, host: str, port: int, tls: bool = False) -> RedisService
 
 def _service_options(fn: F) -> F:
     fn = click.option("--port", type=int, default=6380, show_default=True)(fn)
-    fn = click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind: loopback or a lab's.")(
-        fn
-    )
+    host_help = "Address to bind: loopback, a lab's, or in a container its own name (the URL keeps the name)."
+    fn = click.option("--host", default="127.0.0.1", show_default=True, help=host_help)(fn)
     return click.option("--name", default="default", show_default=True, help="Several brokers on one host.")(fn)
 
 
 @broker.command("up")
 @_service_options
 @click.option("--tls", is_flag=True, help="TLS only (rediss://), with a CA of its own (ca.pem in its directory).")
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="Run until stopped (a container's main process); the URL goes to `url` beside it.",
+)
 @one_line_errors
-def broker_up(name: str, host: str, port: int, tls: bool) -> None:
+def broker_up(name: str, host: str, port: int, tls: bool, foreground: bool) -> None:
     """Start redis-server (as the redis account); print where its URL is kept."""
     service = _service(name, host, port, tls)
+    if foreground:
+        console.print(f"broker '{name}' on {host}:{port}; its URL, once it answers: {service.directory / 'url'}")
+        sys.exit(service.serve())
     service.up()
     console.print(f"broker '{name}' on {host}:{port}; its URL: dnsstudy broker url --name {name}")
 
@@ -78,14 +112,19 @@ def broker_url_command(name: str, host: str, port: int, tls: bool) -> None:
 @click.option("--internet", metavar="NAME", help="Serve from the Internet side NAME instead of the lab.")
 @click.option("--backend", default="auto", type=click.Choice(["auto", "netem", "userspace"]), show_default=True)
 @click.option("--visibility-timeout", type=float, help="Seconds before a lost worker's task is handed out again.")
+@click.option(
+    "--up", "bring_up", is_flag=True, help="Bring the lab up first (a no-op if it is up): a container's worker."
+)
 @lab_options(profile_default=DEFAULT_LAB_PROFILE)
 @one_line_errors
 def worker(
     vantage_point: str,
+    broker_file: Path | None,
     broker_url: str,
     internet: str | None,
     backend: str,
     visibility_timeout: float | None,
+    bring_up: bool,
     profile: str,
     prefix: str | None,
     subnet: str | None,
@@ -97,6 +136,13 @@ def worker(
     from harness.distributed.worker import run_worker
 
     place = place_from(internet, profile, prefix, subnet)
+    if bring_up:
+        from harness.lab.lab import Lab
+
+        if not isinstance(place, Lab):
+            raise click.UsageError("--up brings up a lab; an Internet side needs 'dnsstudy internet up' first")
+        if place.up():
+            console.print(f"lab '{place.name}' is up")
     sys.exit(run_worker(vantage_point, broker_url, place, backend, visibility_timeout, console))
 
 
@@ -107,7 +153,9 @@ def worker(
 @click.option("--window", type=int, default=2, show_default=True, help="Visits queued ahead per vantage point.")
 @click.option("--moved", is_flag=True, help="The results directory was moved here: rewrite its HAR paths.")
 @one_line_errors
-def coordinate(name: str, broker_url: str, store_path: Path | None, window: int, moved: bool) -> None:
+def coordinate(
+    name: str, broker_file: Path | None, broker_url: str, store_path: Path | None, window: int, moved: bool
+) -> None:
     """Crawl study NAME over its vantage points: plan, queue, record; run it again to resume.
 
     Exit status 0 when every vantage point is done, 3 when stopped, 2 when a vantage point halted.

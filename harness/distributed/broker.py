@@ -9,9 +9,11 @@ account Debian's package creates, never as root.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -27,6 +29,29 @@ from harness.errors import HarnessError
 BROKER_DIR = Path("/var/lib/dnsstudy/broker")  # AOF and the password: on disk, they must survive a reboot
 REDIS_ACCOUNT = "redis"
 DEFAULT_PORT = 6380  # not Redis's default 6379: a system Redis may own that
+
+
+def read_url_file(path: Path) -> str:
+    """A broker URL kept in a file (a container secret, or the `url` of `broker up --foreground`); one-line errors."""
+    try:
+        url = path.read_text().strip()
+    except OSError as exc:
+        raise HarnessError(f"broker URL file {path}: {exc.strerror}") from None
+    if not url:
+        raise HarnessError(f"broker URL file {path}: empty")
+    return url
+
+
+def bind_address(host: str) -> str:
+    """The address to bind for ``host``: itself if an IP, else what the name resolves to (a container's own name)."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        raise HarnessError(f"broker host {host}: the name does not resolve") from None
 
 
 def check_url(url: str) -> str:
@@ -129,6 +154,30 @@ class RedisService:
             return None
         return pid
 
+    def serve(self) -> int:
+        """Run the server in the foreground, as a container's main process, until it exits; returns its status.
+
+        Writes the URL to `url` in its directory once the server answers, and removes it when the
+        server ends, so the file's presence means a live broker (the compose file's health check).
+        """
+        account = Account.lookup(REDIS_ACCOUNT)
+        url_file = self.directory / "url"
+        url_file.unlink(missing_ok=True)
+        self._prepare(account, daemonize=False)
+        server = subprocess.Popen(account.run_as(["redis-server", str(self.directory / "redis.conf")]))
+        for stop in (signal.SIGTERM, signal.SIGINT):  # a container's stop: Redis fsyncs its AOF and exits
+            signal.signal(stop, lambda signum, _frame: server.send_signal(signum))
+        try:
+            self._wait()
+            url_file.write_text(self.url + "\n")
+            os.chmod(url_file, 0o600)
+            return server.wait()
+        finally:
+            url_file.unlink(missing_ok=True)
+            if server.poll() is None:
+                server.terminate()
+                server.wait()
+
     def up(self) -> str:
         """Start the server (a no-op if it runs); returns its URL once it answers."""
         if self.pid() is None:
@@ -153,7 +202,7 @@ class RedisService:
             time.sleep(0.1)
         os.kill(pid, signal.SIGKILL)
 
-    def _prepare(self, account: Account) -> None:
+    def _prepare(self, account: Account, daemonize: bool = True) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
         password = self.directory / "password"
@@ -165,11 +214,11 @@ class RedisService:
         config.write_text(
             "\n".join(
                 [
-                    f"bind {self.host}",
+                    f"bind {bind_address(self.host)}",
                     *listen,
                     "protected-mode yes",
                     f"requirepass {self.password()}",
-                    "daemonize yes",
+                    f"daemonize {'yes' if daemonize else 'no'}",
                     f"pidfile {self.directory / 'redis.pid'}",
                     f"logfile {self.directory / 'redis.log'}",
                     f"dir {self.directory}",
@@ -191,7 +240,8 @@ class RedisService:
         if not ca_file.exists():
             ca = CertificateAuthority.create(f"dnsstudy broker {self.name}")
             server_key = new_key()
-            cert.write_bytes(ca.issue(["localhost"], [self.host], server_key))
+            names = ["localhost"] if self.host == bind_address(self.host) else ["localhost", self.host]
+            cert.write_bytes(ca.issue(names, [bind_address(self.host)], server_key))
             write_key(server_key, key)
             ca_file.write_bytes(ca.cert_pem)  # last: its presence says the set is complete
         return [

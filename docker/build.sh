@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Build the dnsstudy image on this host: the debootstrapped base (docker/base-image.sh)
+# and `podman build --isolation=chroot`, which needs no container runtime.
+#
+#   bash docker/build.sh [TAG]            # default localhost/dnsstudy:VERSION, also tagged :latest
+#
+# The host's CA bundle goes to the build as the secret `ca` (docker/with-ca.sh), so a
+# build behind a TLS-intercepting proxy reaches PyPI, crates.io and the Go module proxy.
+# Set DNSSTUDY_BASE_IMAGE to build from another base (the official debian:bookworm).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
+TAG="${1:-localhost/dnsstudy:$version}"
+BASE="${DNSSTUDY_BASE_IMAGE:-localhost/dnsstudy-base:bookworm}"
+
+[ "$BASE" != "localhost/dnsstudy-base:bookworm" ] || bash docker/base-image.sh "$BASE"
+
+secret=()
+[ ! -s /etc/ssl/certs/ca-certificates.crt ] || secret=(--secret id=ca,src=/etc/ssl/certs/ca-certificates.crt)
+printf 'build: %s from %s\n' "$TAG" "$BASE"
+podman build --isolation=chroot --layers --build-arg "BASE=$BASE" "${secret[@]}" \
+  -f docker/Dockerfile -t "$TAG" -t "${TAG%:*}:latest" .
+printf 'build: %s, %s MB\n' "$TAG" "$(( $(podman image inspect --format '{{.Size}}' "$TAG") / 1000000 ))"
