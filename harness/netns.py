@@ -102,16 +102,23 @@ def set_sysctl(name: str, key: str, value: str) -> None:
     """Write a sysctl as seen from inside the namespace (net.* sysctls are per namespace)."""
     pid = os.fork()
     if pid == 0:  # the child enters the namespace; the parent stays where it is
-        code = 1
+        code = 255
         try:
             netns.setns(name, flags=0)  # flags=0: never create a missing namespace
             Path("/proc/sys", *key.split(".")).write_text(value)
             code = 0
+        except OSError as exc:
+            code = exc.errno or 255
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise OSError(f"cannot set {key}={value} in namespace {name}")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        why = os.strerror(code) if 0 < code < 255 else "failed"
+        # Docker mounts /proc/sys read-only unless the container has `systempaths=unconfined` (docs/deploy.md).
+        read_only = code == errno.EROFS
+        hint = ": /proc/sys is mounted read-only here (in a container: systempaths=unconfined)" if read_only else ""
+        raise HarnessError(f"cannot set {key}={value} in namespace {name}: {why}{hint}")
 
 
 def host_networks() -> list[tuple[str, ipaddress.IPv4Network]]:

@@ -1,0 +1,224 @@
+"""The container image and the compose deployment (docker/, docs/deploy.md).
+
+The compose tests are fast: the file is validated by docker-compose (Debian's, which
+checks it against the Compose Specification's schema without an engine) and read
+for what the deployment promises. The `image` tests build the image from this
+checkout with docker/build.sh (a debootstrapped base, `podman build
+--isolation=chroot`) and run commands inside it with `buildah run --isolation
+chroot`: no container runtime starts here (the sandbox lacks CAP_SYS_RESOURCE),
+so compose itself never runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, TEST_POOL, TEST_PREFIX
+from tests.lab_tools import live_processes_mentioning
+
+COMPOSE = ROOT / "docker" / "compose.yaml"
+IMAGE = "localhost/dnsstudy-test:latest"
+SRC = "/opt/dnsstudy/src"  # the checkout inside the image
+CRAWLER_CAPS = {"NET_ADMIN", "SYS_ADMIN", "NET_RAW"}
+
+
+def compose_config(path: Path = COMPOSE) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` on a file: the merged, validated file on stdout, or the schema error."""
+    return subprocess.run(
+        ["docker-compose", "-f", str(path), "config"], capture_output=True, text=True, timeout=60, cwd=path.parent
+    )
+
+
+@pytest.fixture(scope="module")
+def services() -> dict:
+    result = compose_config()
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["services"]
+
+
+def test_compose_file_is_valid(services: dict) -> None:
+    assert {"broker", "coordinator", "report"} <= set(services)
+
+
+def test_the_validator_rejects_a_broken_file(tmp_path: Path) -> None:
+    """A misspelt key fails validation: the check above is not a formality."""
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(COMPOSE.read_text().replace("cap_add:", "capabilities:"))
+    result = compose_config(broken)
+    assert result.returncode != 0
+    assert "capabilities" in result.stderr
+
+
+def test_one_worker_per_vantage_point_of_the_default_study(services: dict) -> None:
+    command = services["coordinator"]["command"]
+    study = tomllib.loads((ROOT / "profiles" / "studies" / f"{command[1]}.toml").read_text())
+    served = [
+        s["command"][s["command"].index("--vantage") + 1] for s in services.values() if s["command"][0] == "worker"
+    ]
+    assert sorted(served) == sorted(study["vantage_points"])
+
+
+def test_workers_get_capabilities_not_privilege(services: dict) -> None:
+    for name, service in services.items():
+        assert not service.get("privileged"), name
+        if service["command"][0] == "worker":
+            assert set(service["cap_add"]) == CRAWLER_CAPS, name
+            assert service["restart"] == "unless-stopped"
+        else:
+            assert not service.get("cap_add"), f"{name} needs no capability"
+
+
+def volume_names(service: dict) -> set[str]:
+    """Named volumes a service mounts (docker-compose 1.x prints them as `NAME:PATH[:MODE]`)."""
+    mounts = [m if isinstance(m, str) else f"{m['source']}:{m['target']}" for m in service.get("volumes", [])]
+    return {m.split(":")[0] for m in mounts if not m.startswith(("/", "."))}
+
+
+def test_state_survives_on_volumes_and_restarts(services: dict) -> None:
+    volumes = {name: volume_names(service) for name, service in services.items()}
+    assert "broker" in volumes["broker"] and "results" in volumes["coordinator"]
+    assert services["broker"]["restart"] == "unless-stopped"
+    assert services["coordinator"]["restart"] == "on-failure"  # done stays done
+    assert "ports" not in services["broker"], "the broker is reached on the project network only"
+
+
+# --- the image, built and entered ------------------------------------------------
+
+
+def buildah_run(
+    container: str, *argv: str, capabilities: Sequence[str] = (), timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run argv in the working container (chroot isolation: the host's network namespace, a mount one of its own)."""
+    options = [f"--cap-add={cap}" for cap in capabilities]
+    command = ["buildah", "run", "--isolation", "chroot", *options, "--workingdir", SRC, container, "--", *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def leftovers(prefix: str) -> list[str]:
+    """Links of the host's namespace and processes that name a lab prefix: what a lab down must not leave."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    found = [line.split(":")[1].strip() for line in links.splitlines() if prefix in line]
+    return found + live_processes_mentioning(prefix)
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The image, built from this checkout by the project's own script."""
+    for tool in ("podman", "buildah", "debootstrap"):
+        assert shutil.which(tool), f"{tool} is missing: run scripts/setup.sh"
+    build = subprocess.run(
+        ["bash", str(ROOT / "docker" / "build.sh"), IMAGE], capture_output=True, text=True, timeout=3600
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def container(image: str) -> Iterator[str]:
+    name = f"dnsstudy-test-{os.getpid()}"
+    subprocess.run(["buildah", "from", "--name", name, image], check=True, capture_output=True, timeout=120)
+    yield name
+    subprocess.run(["buildah", "rm", name], capture_output=True, timeout=120)
+
+
+@pytest.mark.image
+def test_image_is_lean_and_runs_as_documented(image: str) -> None:
+    inspect = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Size}} {{json .Config.Entrypoint}}", image],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    size, entrypoint = inspect.stdout.split(" ", 1)
+    assert entrypoint.strip() == '["dnsstudy"]'
+    assert int(size) < 2_500_000_000, f"image is {int(size) / 1e6:.0f} MB"
+
+
+@pytest.mark.image
+def test_version_inside_the_image(container: str) -> None:
+    result = buildah_run(container, "dnsstudy", "--version")
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"dnsstudy, version {version}"
+
+
+@pytest.mark.image
+def test_no_build_tool_in_the_runtime_stage(container: str) -> None:
+    for tool in ("cargo", "go", "gcc"):
+        assert buildah_run(container, "sh", "-c", f"command -v {tool}").returncode != 0, f"{tool} in the image"
+    helpers = buildah_run(container, "ls", "/opt/dnsstudy/bin")
+    assert set(helpers.stdout.split()) >= {"nfqdelay", "dnstimer", "nodelay.so", "quictimer", "dnsproxy"}
+
+
+@pytest.mark.image
+def test_fast_tests_pass_inside_the_image(container: str) -> None:
+    result = buildah_run(
+        container,
+        *(".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not lab and not image"),
+        *("--ignore", "tests/test_image.py"),  # the compose checks need docker-compose, a host tool
+        # It compiles a C program against getdns: the runtime image has no compiler, by design.
+        *(
+            "--deselect",
+            "tests/test_timer_units.py::test_without_reuse_every_getdns_context_is_destroyed_past_1024_in_flight",
+        ),
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout.splitlines()[-1]
+
+
+# One `buildah run`: each run is a new mount namespace, so the lab's /run/netns mounts
+# live only as long as the command that made them. The lab is taken down on any exit.
+LAB_SCRIPT = """
+set -u
+# chroot isolation mounts /proc/sys read-only, as Docker does without systempaths=unconfined (what
+# compose gives a worker): remounted here, in this run's own mount namespace only.
+mount -o remount,rw /proc/sys || exit 1
+# Docker and podman put a container's hostname in its /etc/hosts; buildah run does not. Firefox
+# looks its host name up through the system resolver, which the DoH arms' proof counts as Do53.
+grep -qw "$(hostname)" /etc/hosts || echo "127.0.1.1 $(hostname)" >> /etc/hosts
+lab() { dnsstudy lab "$@" --prefix "$PREFIX" --subnet "$SUBNET"; }
+trap 'lab down >/dev/null 2>&1; echo "lab down: $?"' EXIT
+lab up || exit 1
+for protocol in $PROTOCOLS; do
+  dnsstudy visit https://google.com/ --protocol "$protocol" --prefix "$PREFIX" --subnet "$SUBNET" \\
+    --results /tmp/visits >/dev/null 2>/tmp/visit.err
+  echo "visit $protocol: $?"
+  tail -3 /tmp/visit.err
+done
+"""
+
+
+@pytest.mark.image
+def test_lab_up_a_visit_per_arm_and_lab_down_inside_the_image(container: str) -> None:
+    from harness.protocols import browser_protocols
+
+    protocols = sorted(browser_protocols())
+    # The namespaces are made from the host's network namespace (chroot isolation shares it):
+    # a prefix and a /23 of the test pool's last, which no other test lab takes at the same time.
+    subnet = str(list(TEST_POOL.subnets(new_prefix=23))[-1])
+    result = buildah_run(
+        container,
+        "env",
+        f"PREFIX={TEST_PREFIX[:6]}img",
+        f"SUBNET={subnet}",
+        f"PROTOCOLS={' '.join(protocols)}",
+        "bash",
+        "-c",
+        LAB_SCRIPT,
+        capabilities=["CAP_NET_ADMIN", "CAP_SYS_ADMIN", "CAP_NET_RAW"],
+        timeout=900,
+    )
+    out = result.stdout
+    assert [line for line in out.splitlines() if line.startswith("visit ")] == [f"visit {p}: 0" for p in protocols], (
+        out[-3000:] + result.stderr[-2000:]
+    )
+    assert out.rstrip().endswith("lab down: 0"), out[-1000:]
+    assert not leftovers(f"{TEST_PREFIX[:6]}img"), "the lab left links or processes"
