@@ -23,7 +23,8 @@ if podman image exists "$IMAGE"; then
 fi
 
 work="$(mktemp -d /var/tmp/dnsstudy-base.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+# --one-file-system: never into what a failed debootstrap left mounted (proc, sys) in the root.
+trap 'rm -rf --one-file-system "$work"' EXIT
 root="$work/rootfs"
 
 log "debootstrap $SUITE from $MIRROR (about 2 minutes)"

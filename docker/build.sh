@@ -2,7 +2,7 @@
 # Build the dnsstudy image on this host: the debootstrapped base (docker/base-image.sh)
 # and `podman build --isolation=chroot`, which needs no container runtime.
 #
-#   bash docker/build.sh [TAG]            # default localhost/dnsstudy:VERSION, also tagged :latest
+#   bash docker/build.sh [TAG]    # default localhost/dnsstudy:VERSION, also tagged :latest and :COMMIT
 #
 # The host's CA bundle goes to the build as the secret `ca` (docker/with-ca.sh), so a
 # build behind a TLS-intercepting proxy reaches PyPI, crates.io and the Go module proxy.
@@ -20,6 +20,10 @@ BASE="${DNSSTUDY_BASE_IMAGE:-localhost/dnsstudy-base:bookworm}"
 secret=()
 [ ! -s /etc/ssl/certs/ca-certificates.crt ] || secret=(--secret id=ca,src=/etc/ssl/certs/ca-certificates.crt)
 printf 'build: %s from %s\n' "$TAG" "$BASE"
+# Also tagged with the commit, so that an upgrade mid-study keeps the image it replaces (docs/deploy.md).
+tags=(-t "$TAG" -t "${TAG%:*}:latest")
+commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || true)"
+[ -z "$commit" ] || tags+=(-t "${TAG%:*}:$commit")
 podman build --isolation=chroot --layers --build-arg "BASE=$BASE" "${secret[@]}" \
-  -f docker/Dockerfile -t "$TAG" -t "${TAG%:*}:latest" .
+  -f docker/Dockerfile "${tags[@]}" .
 printf 'build: %s, %s MB\n' "$TAG" "$(( $(podman image inspect --format '{{.Size}}' "$TAG") / 1000000 ))"

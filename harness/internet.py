@@ -540,6 +540,7 @@ class InternetSide(Place):
         cfg, ns = self.config, self.config.namespaces
         for name in ns.values():
             netns.create(name)
+        netns.write_hosts(ns["client"])
         a = cfg.address
         with IPRoute(netns=ns["client"]) as ipr:
             ipr.link("add", ifname=CLIENT_IF, kind="veth", peer={"ifname": SHAPER_CLIENT_IF, "net_ns_fd": ns["shaper"]})

@@ -34,6 +34,22 @@ def create(name: str) -> None:
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
 
 
+def write_hosts(name: str) -> None:
+    """Give a namespace its own /etc/hosts (`ip netns exec` bind-mounts it): loopback names and this host's name.
+
+    Firefox looks up the machine's host name through the system resolver: where the host's /etc/hosts does
+    not name it (a container run without it, many cloud images), that query leaves as Do53 and every DoH
+    visit's proof fails. The host's other entries stay out, so none of them answers a visit's names.
+    """
+    etc = ETC_NETNS / name
+    etc.mkdir(parents=True, exist_ok=True)
+    host = socket.gethostname()
+    lines = ["# written by dnsstudy: the namespace's own hosts file", "127.0.0.1\tlocalhost", "::1\tlocalhost"]
+    if host != "localhost":
+        lines.append(f"127.0.1.1\t{host}")
+    (etc / "hosts").write_text("\n".join(lines) + "\n")
+
+
 def inode(path: Path) -> int | None:
     try:
         return path.stat().st_ino

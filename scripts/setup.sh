@@ -63,18 +63,19 @@ HELPERS=/opt/dnsstudy/bin
 
 step_helpers() {
   local program
+  step_toolchains
   mkdir -p build/bin "$HELPERS"
   # the NFQUEUE delayer (Go, modules pinned by delayer/go.sum)
   log "building $HELPERS/nfqdelay"
-  (cd delayer && GOFLAGS=-mod=readonly go build -trimpath -o "$HELPERS/nfqdelay" .)
+  (cd delayer && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -o "$HELPERS/nfqdelay" .)
   # the resolution timers: C (getdns, libcurl) and Go (quic-go)
   log "building $HELPERS/dnstimer"
   make -s -C timer OUT="$HELPERS"
   # quictimer (DoQ, DoH3) and the lab's DoQ/DoH3 front, AdGuard dnsproxy, both
   # pinned by timer/quic/go.sum (dnsproxy is a `tool` of that module).
   log "building $HELPERS/quictimer and $HELPERS/dnsproxy"
-  (cd timer/quic && GOFLAGS=-mod=readonly go build -trimpath -o "$HELPERS/quictimer" . \
-    && GOFLAGS=-mod=readonly go build -trimpath -o "$HELPERS/dnsproxy" github.com/AdguardTeam/dnsproxy)
+  (cd timer/quic && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -o "$HELPERS/quictimer" . \
+    && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -o "$HELPERS/dnsproxy" github.com/AdguardTeam/dnsproxy)
   for program in nfqdelay dnstimer quictimer dnsproxy; do
     ln -sfn "$HELPERS/$program" "build/bin/$program"
   done
@@ -90,6 +91,7 @@ step_geckodriver() {
   # written its last line (SIGPIPE).
   installed="$("$root/bin/geckodriver" --version 2>/dev/null || true)"
   if [[ "$installed" != "geckodriver $GECKODRIVER_VERSION"* ]]; then
+    step_toolchains
     log "cargo install geckodriver $GECKODRIVER_VERSION (about 2 minutes)"
     # --force: a binary left by an interrupted install is replaced, not an error.
     cargo install geckodriver --version "$GECKODRIVER_VERSION" --locked --force \

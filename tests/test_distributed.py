@@ -77,8 +77,8 @@ class Deployment:
         log = open(self.tmp / f"worker-{name}.log", "a")
         self.workers[name] = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
-    def start_coordinator(self) -> None:
-        argv = [*DNSSTUDY, "coordinate", str(self.study), "--store", str(self.store)]
+    def start_coordinator(self, *options: str) -> None:
+        argv = [*DNSSTUDY, "coordinate", str(self.study), "--store", str(self.store), *options]
         log = open(self.tmp / "coordinator.log", "a")
         self.coordinator = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -217,6 +217,14 @@ def test_worker_killed_broker_restarted_coordinator_killed_nothing_lost_nothing_
     assert f"visit {held}:" in worker_log  # the visit the kill interrupted was done again
     assert f"1 visits a killed worker of {a} held went back to its queue" in worker_log
     assert "was lost by the broker" not in d.log("coordinator")  # the AOF kept every queued task
+    # Started again on the finished study, as compose's coordinator is after a reboot: the report, then it stays.
+    d.start_coordinator("--report", "--stay")
+    d.wait_for(lambda: "staying until stopped" in d.log("coordinator"), 300, "the finished coordinator staying")
+    assert (d.store.parent / "report" / "report.html").exists()
+    assert d.coordinator.poll() is None
+    d.coordinator.send_signal(signal.SIGTERM)
+    assert d.coordinator.wait(timeout=30) == 0
+    check_against_plan(d)  # nothing recorded twice
 
 
 def test_a_vantage_point_whose_lab_dies_halts_while_the_other_goes_on(deployment):
@@ -398,6 +406,7 @@ def test_a_foreground_broker_publishes_its_url_while_it_answers(tmp_path):
         assert missing.returncode == 2 and "broker URL file" in missing.stderr and "nothing" in missing.stderr
     finally:
         server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
+        status = server.wait(timeout=30)
+    assert status == 0
     assert not url_file.exists()  # gone with the server: compose's health check turns red
     assert service.pid() is None

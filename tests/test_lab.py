@@ -34,6 +34,21 @@ def test_lab_is_healthy(lab):
     assert {"auth", "delayer-far", "resolver-near", "resolver-far", "nginx", "tarpit"} <= names
 
 
+def test_the_client_namespace_has_its_own_hosts_file(lab, client):
+    """This host's name resolves without DNS (Firefox looks it up), and none of the host's other entries leak in."""
+    import socket
+
+    host = socket.gethostname()
+    inside = in_ns(client, "getent", "ahosts", host)
+    assert inside.returncode == 0 and inside.stdout.split()[0] in ("127.0.1.1", "127.0.0.1", "::1"), inside.stdout
+    own = {line.split()[1] for line in in_ns(client, "cat", "/etc/hosts").stdout.splitlines() if line[:1].isdigit()}
+    assert own <= {"localhost", host}
+    leaked = [line.split() for line in Path("/etc/hosts").read_text().splitlines() if line[:1].isdigit()]
+    for _address, *names in leaked:
+        for name in set(names) - own:  # the host's own entries (a registry mirror here): unknown inside
+            assert in_ns(client, "getent", "-s", "files", "hosts", name).returncode != 0, name
+
+
 def test_up_twice_is_a_noop(lab):
     pids = {d["name"]: d["pid"] for d in lab.status().daemons}
     assert lab.up() is False

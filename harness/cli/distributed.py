@@ -23,33 +23,25 @@ BROKER_FILE_HELP = (
 )
 
 
-def _broker_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
-    """The URL from --broker or $DNSSTUDY_BROKER, else from the file --broker-file or $DNSSTUDY_BROKER_FILE names."""
-    if value:
-        return value
-    path = ctx.params.get("broker_file")
-    if path is None:
-        raise click.UsageError("no broker: give --broker (or $DNSSTUDY_BROKER) or --broker-file")
+def broker_option(fn: F) -> F:
+    """--broker and --broker-file; the command resolves them with `broker_url_from`."""
+    fn = click.option("--broker", "broker_url", envvar="DNSSTUDY_BROKER", help=BROKER_HELP)(fn)
+    path = click.Path(dir_okay=False, path_type=Path)
+    return click.option("--broker-file", envvar="DNSSTUDY_BROKER_FILE", type=path, help=BROKER_FILE_HELP)(fn)
+
+
+def broker_url_from(url: str | None, url_file: Path | None) -> str:
+    """The broker URL: from the file when one is named (it is the more specific), else --broker; one-line errors."""
     from harness.distributed.broker import read_url_file
     from harness.errors import HarnessError
 
-    try:
-        return read_url_file(path)
-    except HarnessError as exc:
-        raise click.UsageError(str(exc)) from None
-
-
-def broker_option(fn: F) -> F:
-    fn = click.option("--broker", "broker_url", envvar="DNSSTUDY_BROKER", callback=_broker_url, help=BROKER_HELP)(fn)
-    # Eager: read before --broker's callback, which falls back to it.
-    file_option = click.option(
-        "--broker-file",
-        envvar="DNSSTUDY_BROKER_FILE",
-        is_eager=True,
-        type=click.Path(dir_okay=False, path_type=Path),
-        help=BROKER_FILE_HELP,
-    )
-    return file_option(fn)
+    if url_file is not None:
+        return read_url_file(url_file)
+    if not url:
+        raise HarnessError(
+            "no broker: give --broker (or $DNSSTUDY_BROKER), or --broker-file (or $DNSSTUDY_BROKER_FILE)"
+        )
+    return url
 
 
 @click.group()
@@ -120,7 +112,7 @@ def broker_url_command(name: str, host: str, port: int, tls: bool) -> None:
 def worker(
     vantage_point: str,
     broker_file: Path | None,
-    broker_url: str,
+    broker_url: str | None,
     internet: str | None,
     backend: str,
     visibility_timeout: float | None,
@@ -135,6 +127,7 @@ def worker(
     """
     from harness.distributed.worker import run_worker
 
+    url = broker_url_from(broker_url, broker_file)
     place = place_from(internet, profile, prefix, subnet)
     if bring_up:
         from harness.lab.lab import Lab
@@ -143,7 +136,7 @@ def worker(
             raise click.UsageError("--up brings up a lab; an Internet side needs 'dnsstudy internet up' first")
         if place.up():
             console.print(f"lab '{place.name}' is up")
-    sys.exit(run_worker(vantage_point, broker_url, place, backend, visibility_timeout, console))
+    sys.exit(run_worker(vantage_point, url, place, backend, visibility_timeout, console))
 
 
 @click.command("coordinate")
@@ -152,9 +145,22 @@ def worker(
 @click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), help="The results store.")
 @click.option("--window", type=int, default=2, show_default=True, help="Visits queued ahead per vantage point.")
 @click.option("--moved", is_flag=True, help="The results directory was moved here: rewrite its HAR paths.")
+@click.option(
+    "--report", "write_analysis", is_flag=True, help="Once every vantage point is done, analyse into report/."
+)
+@click.option(
+    "--stay", is_flag=True, help="Once done, stay until stopped: a container's main process (docs/deploy.md)."
+)
 @one_line_errors
 def coordinate(
-    name: str, broker_file: Path | None, broker_url: str, store_path: Path | None, window: int, moved: bool
+    name: str,
+    broker_file: Path | None,
+    broker_url: str | None,
+    store_path: Path | None,
+    window: int,
+    moved: bool,
+    write_analysis: bool,
+    stay: bool,
 ) -> None:
     """Crawl study NAME over its vantage points: plan, queue, record; run it again to resume.
 
@@ -167,9 +173,10 @@ def coordinate(
     from harness.study import load_study
 
     loaded = load_study(name)
-    connect(broker_url).close()  # a wrong password or no broker: one line, before the store is created
+    url = broker_url_from(broker_url, broker_file)
+    connect(url).close()  # a wrong password or no broker: one line, before the store is created
     path = (store_path or default_store(loaded.name)).resolve()
-    coordinator = Coordinator(loaded, Store(path), broker_url, path.parent, console=console, window=window, moved=moved)
+    coordinator = Coordinator(loaded, Store(path), url, path.parent, console=console, window=window, moved=moved)
     summary = coordinator.run()
     console.print(
         f"{summary.visits} visits recorded in {summary.seconds / 60:.1f} min ({summary.duplicates} duplicate results "
@@ -179,4 +186,20 @@ def coordinate(
     for vantage_point, reason in summary.halted.items():
         console.print(f"halted: {vantage_point}: {reason}", markup=False, soft_wrap=True)
     console.print(f"store: {path}")
+    if summary.finished and write_analysis:
+        from harness.cli.analysis import write_report
+
+        console.print(f"report: {write_report([path], path.parent / 'report')}")
+    if summary.finished and stay:
+        console.print("every vantage point is done; staying until stopped (--stay)")
+        _wait_for_stop()
     sys.exit(0 if summary.finished else 2 if summary.halted else 3)
+
+
+def _wait_for_stop() -> None:
+    """Block until SIGTERM or SIGINT: a finished coordinator under `restart: unless-stopped` must not exit."""
+    import signal
+
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    signal.sigwait(stops)

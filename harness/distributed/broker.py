@@ -164,19 +164,45 @@ class RedisService:
         url_file = self.directory / "url"
         url_file.unlink(missing_ok=True)
         self._prepare(account, daemonize=False)
-        server = subprocess.Popen(account.run_as(["redis-server", str(self.directory / "redis.conf")]))
-        for stop in (signal.SIGTERM, signal.SIGINT):  # a container's stop: Redis fsyncs its AOF and exits
-            signal.signal(stop, lambda signum, _frame: server.send_signal(signum))
+        # A stop asked for before the server exists is passed on as soon as it does.
+        server: subprocess.Popen | None = None
+        asked: list[int] = []
+
+        def forward(signum: int, _frame: object) -> None:  # a container's stop: Redis fsyncs its AOF and exits
+            asked.append(signum)
+            if server is not None:
+                server.send_signal(signum)
+
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop, forward)
+        # Its own session: a terminal's Ctrl-C reaches it once, through us, not twice.
+        argv = account.run_as(["redis-server", str(self.directory / "redis.conf")])
+        server = subprocess.Popen(argv, start_new_session=True)
+        if asked:
+            server.send_signal(asked[0])
         try:
-            self._wait()
-            url_file.write_text(self.url + "\n")
-            os.chmod(url_file, 0o600)
+            if self._answers_while(server):
+                temporary = url_file.with_name(".url.tmp")
+                temporary.unlink(missing_ok=True)
+                with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+                    out.write(self.url + "\n")
+                os.replace(temporary, url_file)  # whole or absent: a health check never reads half a URL
             return server.wait()
         finally:
             url_file.unlink(missing_ok=True)
             if server.poll() is None:
                 server.terminate()
                 server.wait()
+
+    def _answers_while(self, server: subprocess.Popen) -> bool:
+        """Wait for the server to answer for as long as it runs (replaying a large AOF takes a while)."""
+        while server.poll() is None:
+            try:
+                connect(self.url, timeout=1).close()
+                return True
+            except HarnessError:
+                time.sleep(0.2)
+        return False
 
     def up(self) -> str:
         """Start the server (a no-op if it runs); returns its URL once it answers."""

@@ -62,6 +62,7 @@ def build(config: LabConfig) -> None:
     plan = config.addresses
     for name in ns.values():
         netns.create(name)
+    netns.write_hosts(ns["client"])
     _veth(ns["client"], CLIENT_IF, ns["shaper"], SHAPER_CLIENT_IF)
     _veth(ns["shaper"], SHAPER_SERVER_IF, ns["server"], SERVER_IF)
     # Only the lab's own subnets are routed: nothing can leave the lab.
