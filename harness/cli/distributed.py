@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from harness.cli.common import console, lab_options, one_line_errors, place_from
+from harness.errors import HarnessError
 from harness.lab.config import DEFAULT_LAB_PROFILE
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ def broker_option(fn: F) -> F:
 def broker_url_from(url: str | None, url_file: Path | None) -> str:
     """The broker URL: from the file when one is named (it is the more specific), else --broker; one-line errors."""
     from harness.distributed.broker import read_url_file
-    from harness.errors import HarnessError
 
     if url_file is not None:
         return read_url_file(url_file)
@@ -133,7 +133,7 @@ def worker(
         from harness.lab.lab import Lab
 
         if not isinstance(place, Lab):
-            raise click.UsageError("--up brings up a lab; an Internet side needs 'dnsstudy internet up' first")
+            raise HarnessError("worker --up brings up a lab; an Internet side needs 'dnsstudy internet up' first")
         if place.up():
             console.print(f"lab '{place.name}' is up")
     sys.exit(run_worker(vantage_point, url, place, backend, visibility_timeout, console))
@@ -189,7 +189,10 @@ def coordinate(
     if summary.finished and write_analysis:
         from harness.cli.analysis import write_report
 
-        console.print(f"report: {write_report([path], path.parent / 'report')}")
+        try:
+            console.print(f"report: {write_report([path], path.parent / 'report')}")
+        except HarnessError as exc:  # the crawl is done and recorded: a failed analysis must not undo that
+            console.print(f"report not written: {exc}", markup=False, soft_wrap=True)
     if summary.finished and stay:
         console.print("every vantage point is done; staying until stopped (--stay)")
         _wait_for_stop()
