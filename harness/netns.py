@@ -57,9 +57,9 @@ def inode(path: Path) -> int | None:
         return None
 
 
-def pids_in(name: str) -> list[int]:
-    """Processes whose network namespace is ``name`` (like `ip netns pids`)."""
-    target = inode(NETNS_DIR / name)
+def pids_in(name: str | None) -> list[int]:
+    """Processes whose network namespace is ``name`` (like `ip netns pids`); None: the host's (ours)."""
+    target = inode(NETNS_DIR / name) if name else inode(Path("/proc/self/ns/net"))
     if target is None:
         return []
     found = []

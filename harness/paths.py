@@ -12,6 +12,9 @@ PROJECT_ROOT = Path(os.environ.get("DNSSTUDY_ROOT", Path(__file__).resolve().par
 #: Programs built by scripts/setup.sh (the NFQUEUE delayer, geckodriver, the timer).
 BUILD_BIN = PROJECT_ROOT / "build" / "bin"
 
+#: Debian's Firefox ESR, by absolute path (never looked up on PATH).
+FIREFOX = "/usr/lib/firefox-esr/firefox-esr"
+
 #: Run-time state of labs: one directory per lab prefix, on tmpfs so a reboot clears it.
 RUN_ROOT = Path(os.environ.get("DNSSTUDY_RUN", "/run/dnsstudy"))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,8 @@ from haralyzer import HarParser
 from harness import netns
 from harness.browser.account import BrowserAccount
 from harness.browser.har import read_har
+from harness.browser.session import BrowserSession
+from harness.browser.template import STARTUP_CACHES, WEB_STATE
 from harness.lab.lab import OUTSIDE_NAME
 from harness.lab.webcache import ensure_web
 from harness.lab.zones import LAB_ZONE, infrastructure_names
@@ -209,6 +212,28 @@ def test_fifty_visits_leave_nothing_behind(lab, visitor):
     account = BrowserAccount.lookup()
     leftover = [p for p in Path("/tmp").glob("rust_mozprofile*") if p.owner() == account.name]
     assert leftover == []
+
+
+def test_the_template_holds_firefox_s_startup_caches_and_no_web_state(visitor):
+    template = visitor.template
+    assert {name: (template / name).stat().st_size > 0 for name in STARTUP_CACHES} == dict.fromkeys(
+        STARTUP_CACHES, True
+    )
+    assert [name for name in WEB_STATE if (template / name).exists()] == []
+
+
+def test_a_browser_session_on_the_host_does_not_kill_the_lab_s_browsers(lab, visitor, tmp_path):
+    argv = netns.command(visitor.client.namespace, visitor.account.setpriv(["sleep", "60"]))
+    in_lab = subprocess.Popen(argv, start_new_session=True)
+    try:
+        time.sleep(0.3)
+        assert any(Path(f"/proc/{pid}/comm").read_text().strip() == "sleep" for pid in browser_processes(visitor))
+        BrowserSession(visitor.account, visitor.template, None, tmp_path).kill()
+        assert in_lab.poll() is None
+    finally:
+        os.killpg(in_lab.pid, signal.SIGKILL)
+        in_lab.wait()
+    assert browser_processes(visitor) == []
 
 
 def test_the_visitor_gives_its_dot_arms_the_study_s_stub_idle_timeout(lab, tmp_path):

@@ -29,8 +29,7 @@ from harness.browser.account import BrowserAccount
 from harness.browser.bidi import BidiEventLog
 from harness.browser.har import PageInfo
 from harness.browser.prefs import user_js
-from harness.browser.template import FIREFOX
-from harness.paths import BUILD_BIN
+from harness.paths import BUILD_BIN, FIREFOX
 
 GECKODRIVER = BUILD_BIN / "geckodriver"  # a symlink into /opt (see scripts/setup.sh)
 
@@ -140,13 +139,13 @@ class BrowserSession:
     # -- processes ---------------------------------------------------------
 
     def _account_pids(self) -> list[int]:
-        """Processes of the browser account in our namespace (Firefox, its children, geckodriver)."""
-        if self.namespace:
-            candidates = netns.pids_in(self.namespace)
-        else:
-            candidates = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+        """Processes of the browser account in our namespace (Firefox, its children, geckodriver).
+
+        On the host, only those in the host's own network namespace: a crawl's browsers, in their client
+        namespaces, are not ours to kill.
+        """
         own = []
-        for pid in candidates:
+        for pid in netns.pids_in(self.namespace):
             try:
                 if os.stat(f"/proc/{pid}").st_uid == self.account.uid and not _zombie(pid):
                     own.append(pid)
@@ -213,6 +212,27 @@ class BrowserSession:
             shutil.rmtree(work, ignore_errors=True)
             report.phases["shutdown"] = report.phases.get("shutdown", 0.0) + time.monotonic() - t
         return report
+
+    def warm(self, profile: Path, work: Path) -> None:
+        """Start the browser on `profile` itself (not a copy), as a visit does, and quit it cleanly.
+
+        The session is ready only after Firefox's startup tasks are done (geckodriver waits for them), and
+        a clean quit is what makes Firefox write its startup caches (compiled chrome scripts, the chrome
+        documents' prototypes) into the profile. Raises RuntimeError (or the driver's error) if either fails.
+        """
+        watchdog = threading.Timer(self.timeout + self.margin, self.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            with netns.entered(self.namespace):
+                port = self._start_driver(work)
+                driver = self._driver = webdriver.Remote(
+                    command_executor=f"http://127.0.0.1:{port}", options=self._options(profile)
+                )
+                driver.quit()  # returns once Firefox has exited, its caches written
+        finally:
+            watchdog.cancel()
+            self.kill()
 
     def _prepare(self, work: Path) -> Path:
         profile = work / "profile"
