@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +125,7 @@ class BrowserSession:
         timeout: float = 30.0,
         margin: float = 10.0,
         read_prefs: tuple[str, ...] = (),
+        environment: dict[str, str] | None = None,
     ):
         self.account = account
         self.template = template
@@ -130,6 +133,7 @@ class BrowserSession:
         self.work_root = work_root
         self.prefs = prefs or {}
         self.read_prefs = list(read_prefs)  # preferences whose running values the report carries
+        self.environment = environment or {}  # added to the account's minimal one (a benchmark's profiler)
         self.timeout = timeout
         self.margin = margin
         self._driver_proc: subprocess.Popen | None = None
@@ -213,12 +217,12 @@ class BrowserSession:
             report.phases["shutdown"] = report.phases.get("shutdown", 0.0) + time.monotonic() - t
         return report
 
-    def warm(self, profile: Path, work: Path) -> None:
-        """Start the browser on `profile` itself (not a copy), as a visit does, and quit it cleanly.
+    @contextmanager
+    def driver(self, profile: Path, work: Path) -> Iterator[webdriver.Remote]:
+        """A WebDriver session on `profile` itself (not a copy), started as a visit starts it; killed after.
 
-        The session is ready only after Firefox's startup tasks are done (geckodriver waits for them), and
-        a clean quit is what makes Firefox write its startup caches (compiled chrome scripts, the chrome
-        documents' prototypes) into the profile. Raises RuntimeError (or the driver's error) if either fails.
+        For the template's warm-up and for benchmarks that look inside the browser; `work` is the browser
+        account's directory for geckodriver's log. The watchdog bounds the whole session.
         """
         watchdog = threading.Timer(self.timeout + self.margin, self.kill)
         watchdog.daemon = True
@@ -226,13 +230,20 @@ class BrowserSession:
         try:
             with netns.entered(self.namespace):
                 port = self._start_driver(work)
-                driver = self._driver = webdriver.Remote(
-                    command_executor=f"http://127.0.0.1:{port}", options=self._options(profile)
-                )
-                driver.quit()  # returns once Firefox has exited, its caches written
+                yield webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=self._options(profile))
         finally:
             watchdog.cancel()
             self.kill()
+
+    def warm(self, profile: Path, work: Path) -> None:
+        """Start the browser on `profile` as a visit does and quit it cleanly.
+
+        The session is ready only after Firefox's startup tasks are done (geckodriver waits for them), and
+        a clean quit is what makes Firefox write its startup caches (compiled chrome scripts, the chrome
+        documents' prototypes) into the profile.
+        """
+        with self.driver(profile, work) as driver:
+            driver.quit()  # returns once Firefox has exited, its caches written
 
     def _prepare(self, work: Path) -> Path:
         profile = work / "profile"
@@ -264,7 +275,7 @@ class BrowserSession:
         with os.fdopen(os.open(work / "geckodriver.log", flags, 0o600), "ab") as log:
             self._driver_proc = subprocess.Popen(
                 argv,
-                env=self.account.environment(work),
+                env={**self.account.environment(work), **self.environment},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
