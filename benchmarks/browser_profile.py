@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -99,14 +100,14 @@ def modules(thread: dict) -> dict[str, float]:
     return out
 
 
-def one_session(account: BrowserAccount, template: Path, root: Path, prefs: dict, keep: Path | None) -> dict:
+def one_session(account: BrowserAccount, template: Path, root: Path, keep: Path | None) -> dict:
     """Start a profiled browser as a visit does; its milestones (ms from process start) and CPU breakdown."""
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=root))
     try:
         profile = work / "profile"
         shutil.copytree(template, profile, symlinks=True)
         account.give(work)
-        session = BrowserSession(account, template, None, root, prefs=prefs, timeout=60, environment=PROFILER)
+        session = BrowserSession(account, template, None, root, timeout=60, environment=PROFILER)
         with session.driver(profile, work) as driver:
             driver.command_executor.add_command(  # type: ignore[union-attr]  # a RemoteConnection
                 "SET_CONTEXT", "POST", "/session/$sessionId/moz/context"
@@ -117,9 +118,12 @@ def one_session(account: BrowserAccount, template: Path, root: Path, prefs: dict
             failure = driver.execute_async_script(DUMP, str(work / "gecko.json"))
             if failure:
                 raise RuntimeError(f"the profiler did not dump: {failure}")
-        data = json.loads((work / "gecko.json").read_text())
+        # The file is the browser account's, in its directory: read it without following a link.
+        with os.fdopen(os.open(work / "gecko.json", os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            raw = f.read()
         if keep:
-            shutil.copy(work / "gecko.json", keep / f"{work.name}.json")
+            (keep / f"{work.name}.json").write_bytes(raw)
+        data = json.loads(raw)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     start = stamps.pop("process")
@@ -169,7 +173,7 @@ def main() -> None:
         template = ensure_template(root, None, prefs, account, None, firefox_version())
         rows = []
         for i in range(args.sessions):
-            rows.append(one_session(account, template, root, prefs, args.keep))
+            rows.append(one_session(account, template, root, args.keep))
             print(f"session {i + 1}/{args.sessions}: ready at {rows[-1]['milestones']['ready']:.0f} ms", flush=True)
     report(rows, args.top)
 

@@ -58,8 +58,8 @@ def inode(path: Path) -> int | None:
 
 
 def pids_in(name: str | None) -> list[int]:
-    """Processes whose network namespace is ``name`` (like `ip netns pids`); None: the host's (ours)."""
-    target = inode(NETNS_DIR / name) if name else inode(Path("/proc/self/ns/net"))
+    """Processes whose network namespace is ``name`` (like `ip netns pids`); None: the calling thread's."""
+    target = inode(NETNS_DIR / name) if name else inode(Path("/proc/thread-self/ns/net"))
     if target is None:
         return []
     found = []

@@ -18,6 +18,7 @@ from harness import netns
 from harness.accounts import BIND_LOW_PORT, Account, helper
 from harness.arms.dot import DotArm
 from harness.browser.account import BrowserAccount
+from harness.browser.session import BrowserSession
 from harness.capture import capture
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
@@ -115,6 +116,15 @@ def test_stub_timer_delayer_and_capture_run_unprivileged(lab, tmp_path):
         assert dumps
         for pid in dumps:
             assert credentials(pid)["uid"] == account.uid  # tcpdump -Z: root only opens the capture socket
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "HOME", "PATH"])
+def test_only_firefox_s_own_variables_may_be_added_to_the_browser_s_environment(name):
+    # They would reach `ip netns exec` and setpriv, which run as root, before privileges drop.
+    account = BrowserAccount("nobody", 65534, 65534, Path("/nonexistent"))
+    with pytest.raises(ValueError, match=name):
+        BrowserSession(account, Path("/nonexistent"), None, Path("/tmp"), environment={name: "x"})
+    assert BrowserSession(account, Path("/nonexistent"), None, Path("/tmp"), environment={"MOZ_LOG": "x"})
 
 
 @pytest.mark.lab

@@ -222,17 +222,21 @@ def test_the_template_holds_firefox_s_startup_caches_and_no_web_state(visitor):
     assert [name for name in WEB_STATE if (template / name).exists()] == []
 
 
-def test_a_browser_session_on_the_host_does_not_kill_the_lab_s_browsers(lab, visitor, tmp_path):
-    argv = netns.command(visitor.client.namespace, visitor.account.setpriv(["sleep", "60"]))
-    in_lab = subprocess.Popen(argv, start_new_session=True)
+def test_a_browser_session_on_the_host_kills_the_host_s_browsers_not_the_lab_s(lab, visitor, tmp_path):
+    sleep = visitor.account.setpriv(["sleep", "60"])
+    in_lab = subprocess.Popen(netns.command(visitor.client.namespace, sleep), start_new_session=True)
+    on_host = subprocess.Popen(sleep, start_new_session=True)
     try:
         time.sleep(0.3)
         assert any(Path(f"/proc/{pid}/comm").read_text().strip() == "sleep" for pid in browser_processes(visitor))
         BrowserSession(visitor.account, visitor.template, None, tmp_path).kill()
+        assert on_host.wait(timeout=5) == -signal.SIGKILL
         assert in_lab.poll() is None
     finally:
-        os.killpg(in_lab.pid, signal.SIGKILL)
-        in_lab.wait()
+        for proc in (in_lab, on_host):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     assert browser_processes(visitor) == []
 
 

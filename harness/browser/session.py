@@ -133,7 +133,11 @@ class BrowserSession:
         self.work_root = work_root
         self.prefs = prefs or {}
         self.read_prefs = list(read_prefs)  # preferences whose running values the report carries
-        self.environment = environment or {}  # added to the account's minimal one (a benchmark's profiler)
+        # Added to the account's minimal environment (a benchmark's profiler): Firefox's own variables only,
+        # since the environment also reaches `ip netns exec` and setpriv before privileges drop.
+        self.environment = environment or {}
+        if any(not name.startswith("MOZ_") for name in self.environment):
+            raise ValueError(f"only MOZ_* variables may be added to the browser's environment: {self.environment}")
         self.timeout = timeout
         self.margin = margin
         self._driver_proc: subprocess.Popen | None = None
@@ -222,15 +226,26 @@ class BrowserSession:
         """A WebDriver session on `profile` itself (not a copy), started as a visit starts it; killed after.
 
         For the template's warm-up and for benchmarks that look inside the browser; `work` is the browser
-        account's directory for geckodriver's log. The watchdog bounds the whole session.
+        account's directory for geckodriver's log. The caller's block runs in the session's namespace. A
+        BrowserSession is single-use. The watchdog bounds the whole session; RuntimeError if it fired.
         """
-        watchdog = threading.Timer(self.timeout + self.margin, self.kill)
+        fired = threading.Event()
+
+        def overrun() -> None:
+            fired.set()
+            self.kill()
+
+        watchdog = threading.Timer(self.timeout + self.margin, overrun)
         watchdog.daemon = True
         watchdog.start()
         try:
             with netns.entered(self.namespace):
                 port = self._start_driver(work)
                 yield webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=self._options(profile))
+        except Exception as exc:
+            if fired.is_set():
+                raise RuntimeError(f"the browser session overran {self.timeout + self.margin:.0f} s") from exc
+            raise
         finally:
             watchdog.cancel()
             self.kill()

@@ -20,17 +20,27 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import urllib3
+from selenium.common.exceptions import WebDriverException
+
 from harness.browser.account import BrowserAccount
 from harness.browser.prefs import user_js
-from harness.browser.session import BrowserSession
+from harness.browser.session import GECKODRIVER, BrowserSession
 from harness.errors import HarnessError, require_program
 from harness.paths import FIREFOX
 
 #: How the template is warmed, part of its key: a template warmed another way is built again.
 WARM_UP = "full window under WebDriver, clean quit"
 
-#: What a clean quit leaves in the profile (compiled chrome scripts of the parent and content processes).
-STARTUP_CACHES = ("startupCache/scriptCache.bin", "startupCache/scriptCache-child.bin")
+#: What a clean quit leaves in the profile: compiled chrome scripts of the parent and content processes,
+#: and the chrome documents' prototypes.
+STARTUP_CACHES = (
+    "startupCache/scriptCache.bin",
+    "startupCache/scriptCache-child.bin",
+    "startupCache/startupCache.8.little",
+)
+#: Firefox throws its startup caches away when its build changes, and the version string may not.
+APPLICATION_INI = Path(FIREFOX).parent / "application.ini"
 
 #: Files and directories that hold web state: removed from the template after warm-up.
 WEB_STATE = (
@@ -58,6 +68,15 @@ WEB_STATE = (
     ".parentlock",
     "thumbnails",
     "shader-cache",
+    "SiteSecurityServiceState.bin",
+    "SiteSecurityServiceState.txt",
+    "AlternateServices.bin",
+    "AlternateServices.txt",
+    "ClientAuthRememberList.bin",
+    "cert_override.txt",
+    "protections.sqlite",
+    "serviceworker.txt",
+    "notificationstore.json",
 )
 
 
@@ -73,6 +92,9 @@ def template_key(ca_pem: bytes | None, prefs: dict, version: str) -> str:
     digest.update(user_js(prefs).encode())
     digest.update(version.encode())
     digest.update(WARM_UP.encode())
+    # The build (its caches' validity) and the driver (whose preferences a clean quit leaves in prefs.js).
+    digest.update(APPLICATION_INI.read_bytes() if APPLICATION_INI.exists() else b"no-application.ini")
+    digest.update(str(GECKODRIVER.resolve()).encode())
     return digest.hexdigest()[:16]
 
 
@@ -100,6 +122,9 @@ def ensure_template(
         (profile / "user.js").write_text(user_js(prefs))
         account.give(work)
         _warm(profile, work, account, namespace)
+        # geckodriver writes its own preferences into user.js for the session and restores ours after it.
+        if (profile / "user.js").read_text() != user_js(prefs):
+            raise HarnessError(f"geckodriver did not restore the template's user.js in {profile}")
         for name in WEB_STATE:
             path = profile / name
             if path.is_symlink() or path.is_file():
@@ -137,11 +162,18 @@ def _warm(profile: Path, work: Path, account: BrowserAccount, namespace: str | N
     session = BrowserSession(account, profile, namespace, work, timeout=60, margin=30)
     try:
         session.warm(profile, work)
-    except Exception as exc:  # the driver's own errors are many; any of them means no template
+    except (WebDriverException, RuntimeError, OSError, urllib3.exceptions.HTTPError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise HarnessError(f"Firefox did not finish its first start in the profile template: {first}") from exc
     if not (profile / "prefs.js").exists():
         raise HarnessError(f"Firefox did not initialise the profile template in {profile}")
-    missing = [name for name in STARTUP_CACHES if not (profile / name).exists()]
+    missing = [name for name in STARTUP_CACHES if not _nonempty(profile / name)]
     if missing:
         raise HarnessError(f"Firefox quit without writing {', '.join(missing)} in the profile template {profile}")
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
