@@ -33,11 +33,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness import netns  # noqa: E402
+from harness.shaping.userspace import DELAYER  # noqa: E402
 from harness.study import load_study  # noqa: E402
 
 CONFIGURATIONS = 6  # near over do53, dot, doh; on wired and 4g
 KINDS = ["crawl", "firefox", "geckodriver", "stubby", "delayer", "stop-resolver", "disk-full"]
 CLIENT_PROGRAMS = {"firefox": "firefox-esr", "geckodriver": "geckodriver", "stubby": "stubby"}
+# Below this many faults a kind may go uninjected by chance, and its absence is only reported.
+EVERY_KIND_FROM = 5 * len(KINDS)
 # A counted failure that started this long before a fault's end may be that fault's doing.
 VISIT_REACH_S = 45.0
 
@@ -100,8 +103,7 @@ class ChaosReport:
         kinds = Counter(f.kind for f in self.faults)
         rate = self.planned / self.seconds * 3600 if self.seconds else 0.0
         out = [
-            f"visits planned {self.planned}; faults {len(self.faults)}: "
-            + ", ".join(f"{k} {kinds[k]}" for k in KINDS if kinds[k]),
+            f"visits planned {self.planned}; faults {len(self.faults)}: " + ", ".join(f"{k} {kinds[k]}" for k in KINDS),
             f"resumes {self.resumes}; crawl exits "
             + ", ".join(f"{c}: {n}" for c, n in sorted(self.exit_codes.items())),
             f"wall {self.seconds / 60:.1f} min, {rate:.0f} visits/h",
@@ -152,6 +154,7 @@ class Chaos:
             self.report.seconds = time.monotonic() - began
             self._check_store()
             self._check_files()
+            self._check_kinds()
         finally:
             self.log.close()
             # The injected-fault log and the store outlive the tmpfs, for a failed check to be read.
@@ -214,7 +217,7 @@ class Chaos:
         """Processes of a kind: in the client namespace by program, or the shaper's delayers."""
         names = self.lab.config.namespaces
         if kind == "delayer":
-            return [p for p in netns.pids_in(names["shaper"]) if "delayer" in _cmdline(p)]
+            return [p for p in netns.pids_in(names["shaper"]) if _comm(p) == DELAYER]
         return [p for p in netns.pids_in(names["client"]) if _comm(p) == CLIENT_PROGRAMS[kind]]
 
     def _resolver_pid(self) -> int:
@@ -233,6 +236,13 @@ class Chaos:
             pass  # ENOSPC: the disk is full
         time.sleep(hold)
         filler.unlink(missing_ok=True)
+
+    def _check_kinds(self) -> None:
+        """Every kind of fault was injected: a kind whose target is never found would otherwise vanish unseen."""
+        kinds = Counter(f.kind for f in self.report.faults)
+        missing = [k for k in KINDS if not kinds[k]]
+        name = "every kind of fault injected" + ("" if self.wanted >= EVERY_KIND_FROM else " (informative)")
+        self.report.checks[name] = "ok" if not missing else "never injected: " + ", ".join(missing)
 
     def _check_store(self) -> None:
         """Store equals plan, each visit once; no counted failure while a fault acted."""

@@ -25,6 +25,7 @@ CHAIN = "DNSSTUDY_SHAPING"
 QUEUES = {"uplink": 200, "downlink": 201}
 LOSS_SCALE = 1_000_000  # numgen modulus: loss resolution 0.0001 %
 TBF = dict(burst=15 * 1024, latency="200ms")
+DELAYER = "nfqdelay"  # the delay and jitter program, one per shaped direction
 
 
 def tbf_replace(namespace: str, ifname: str, rate_mbit: float | None) -> None:
@@ -64,7 +65,7 @@ class UserspaceBackend(ShapingBackend):
                     namespace=ns,
                     argv=account.run_as(
                         [
-                            account.program(built_program("nfqdelay")),
+                            account.program(built_program(DELAYER)),
                             f"-queue={queue}",
                             f"-delay={int(d.delay_ms * 1000)}us",
                             f"-jitter={int(d.jitter_ms * 1000)}us",
