@@ -1,8 +1,11 @@
-"""Resources over a long crawl: the crawl process's RSS and the lab's /run use, at start, every K visits, at end.
+"""Resources over a long crawl: the crawl process's RSS and the lab's /run use, from start to end.
 
-Runs a wired lab crawl of N visits (near and far, Do53, DoT and DoH, timer off) in its own lab, samples
-`VmRSS` of the crawl process and the bytes under /run/dnsstudy/<prefix> (what `du` counts), and prints
-the first and last samples and the least-squares slope per visit, so a week's growth can be extrapolated.
+Runs a wired lab crawl of N visits (near and far, Do53, DoT and DoH, timer off) in its own lab. Every
+second it reads `VmRSS` of the crawl process (and its anonymous and file-backed parts); every K visits it
+prints the RSS then, its lowest and highest since the previous row, and the bytes under
+/run/dnsstudy/<prefix> (what `du` counts). The last row is the last visit's. It ends with the first and
+last samples, the peak, and the slope per visit of the per-row lowest RSS (what the crawl holds between
+visits; a leak raises it) and of /run, each with its extrapolation to a week.
 
     .venv/bin/python benchmarks/resources.py --visits 2000 --every 100
 """
@@ -16,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
@@ -23,7 +27,7 @@ from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.logs import used_bytes  # noqa: E402
+from harness.logs import DEFAULT_LIMIT, used_bytes  # noqa: E402
 
 CONFIGURATIONS = 6  # near and far, each over do53, dot and doh
 
@@ -62,15 +66,31 @@ def write_study(directory: Path, visits: int, name: str = "resources") -> Path:
     return path
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process (0 once it is gone)."""
+def memory(pid: int) -> tuple[int, int, int, int]:
+    """(RSS, anonymous, file-backed, highest RSS so far) bytes of a process; zeros once it is gone."""
+    fields = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+                fields[key] = int(value.split()[0]) * 1024
     except (FileNotFoundError, ProcessLookupError):
         pass
-    return 0
+    return fields.get("VmRSS", 0), fields.get("RssAnon", 0), fields.get("RssFile", 0), fields.get("VmHWM", 0)
+
+
+def planned_visits(store: Path) -> int | None:
+    """Visits in the store's plan (None before the plan is written)."""
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM visits").fetchone()[0]) or None
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        db.close()
 
 
 def done_visits(store: Path) -> int:
@@ -102,48 +122,84 @@ def slope(points: list[tuple[int, int]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
 
 
-def measure(args: argparse.Namespace, work: Path) -> list[tuple[int, int, int]]:
-    """Run the crawl, sampling (visits done, RSS, /run bytes) after the first visit and every K visits."""
+@dataclass
+class Sample:
+    """One row: visits done, RSS now (anonymous, file-backed), its range since the last row (read every
+    second), the kernel's high-water mark of RSS since the crawl started, and /run bytes."""
+
+    visits: int
+    rss: int
+    anon: int
+    file: int
+    low: int
+    high: int
+    hwm: int
+    run: int
+
+    def line(self) -> str:
+        """The row as printed."""
+        mib = 2**20
+        return (
+            f"{self.visits:6d} visits  rss {self.rss / mib:6.1f} MiB (anon {self.anon / mib:5.1f}, "
+            f"file {self.file / mib:5.1f}; since last row {self.low / mib:5.1f}-{self.high / mib:5.1f}; "
+            f"peak {self.hwm / mib:5.1f})  "
+            f"/run {self.run / mib:6.2f} MiB"
+        )
+
+
+def measure(args: argparse.Namespace, work: Path) -> list[Sample]:
+    """Run the crawl, reading RSS every second; a row after the first visit, every K visits and the last."""
     study, store = write_study(work, args.visits), work / "store.sqlite"
     argv = [sys.executable, "-m", "harness.cli", "crawl", str(study), "--store", str(store)]
     argv += ["--prefix", args.prefix, "--subnet", args.subnet]
     run = Path("/run/dnsstudy") / args.prefix
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DNSSTUDY_PROGRESS_INTERVAL": "0"}
-    samples: list[tuple[int, int, int]] = []
+    samples: list[Sample] = []
     with open(work / "crawl.log", "w") as log:
         crawl = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        next_at = 1
+        next_at, planned, seen = 1, None, []
         while crawl.poll() is None:
             done = done_visits(store)
-            if done >= next_at:
-                samples.append((done, rss_bytes(crawl.pid), run_bytes(run)))
-                _, rss, used = samples[-1]
-                print(f"{done:6d} visits  rss {rss / 2**20:7.1f} MiB  /run {used / 2**20:7.2f} MiB", flush=True)
+            planned = planned or planned_visits(store)
+            rss, anon, file, hwm = memory(crawl.pid)
+            if rss:
+                seen.append(rss)
+            if done >= next_at and rss:
+                samples.append(Sample(done, rss, anon, file, min(seen), max(seen), hwm, run_bytes(run)))
+                print(samples[-1].line(), flush=True)
+                seen = []
                 next_at = (done // args.every + 1) * args.every
+                if planned and done < planned:
+                    next_at = min(next_at, planned)  # the last visit's row, before the crawl ends
             time.sleep(1)
-    samples.append((done_visits(store), 0, run_bytes(run)))  # the crawl has exited: RSS no longer counts
     if crawl.returncode != 0:
         tail = (work / "crawl.log").read_text().splitlines()[-5:]
         print(f"crawl exited {crawl.returncode}:", *tail, sep="\n  ")
     return samples
 
 
-def report(samples: list[tuple[int, int, int]]) -> None:
-    """Start, end and slope per visit for RSS and /run."""
-    live = [s for s in samples if s[1]]
-    if not live:
+def report(samples: list[Sample]) -> None:
+    """Start, end, peak and slope per visit for RSS and /run."""
+    if not samples:
         print("no sample while the crawl ran")
         return
-    first, last = live[0], live[-1]
-    steady = live[1:] if len(live) > 2 else live  # the first visit loads Firefox's driver and modules: warm-up
-    rss = slope([(v, r) for v, r, _ in steady])
-    run = slope([(v, u) for v, _, u in samples])
-    print(f"visits {first[0]} -> {last[0]} (RSS slope from visit {steady[0][0]}, after the warm-up)")
-    print(f"crawl RSS: {first[1] / 2**20:.1f} MiB -> {last[1] / 2**20:.1f} MiB, slope {rss / 1024:.2f} KiB/visit")
-    end = samples[-1][2]
-    print(f"/run use:  {first[2] / 2**20:.2f} MiB -> {end / 2**20:.2f} MiB, slope {run / 1024:.2f} KiB/visit")
+    first, last = samples[0], samples[-1]
+    steady = samples[1:] if len(samples) > 2 else samples  # the first visit loads Firefox's driver and modules
+    floor = slope([(s.visits, s.low) for s in steady])
+    run = slope([(s.visits, s.run) for s in samples])
+    peak = next(s for s in samples if s.hwm == last.hwm)  # the first row whose high-water mark is the last
+    mib = 2**20
+    print(f"visits {first.visits} -> {last.visits} (RSS slope from visit {steady[0].visits}, after the warm-up)")
+    print(
+        f"crawl RSS: {first.rss / mib:.1f} MiB -> {last.rss / mib:.1f} MiB; peak {last.hwm / mib:.1f} MiB "
+        f"(reached by the {peak.visits} visits row); lowest between rows, slope {floor / 1024:.2f} KiB/visit"
+    )
+    print(f"/run use:  {first.run / mib:.2f} MiB -> {last.run / mib:.2f} MiB, slope {run / 1024:.2f} KiB/visit")
     week = 84_000  # visits in a week at 500 visits/h
-    print(f"unbounded, a week ({week} visits): /run +{run * week / 2**20:.0f} MiB, RSS +{rss * week / 2**20:.0f} MiB")
+    print(
+        f"at these slopes, a week ({week} visits): /run +{run * week / mib:.0f} MiB, RSS +{floor * week / mib:.0f} MiB"
+        f" (logs are capped at {2 * DEFAULT_LIMIT / mib:.0f} MiB each: /run's slope flattens once they all are)"
+    )
 
 
 def main() -> None:
