@@ -3,7 +3,8 @@
 Runs a wired lab crawl of N visits (near and far, Do53, DoT and DoH, timer off) in its own lab. Every
 second it reads `VmRSS` of the crawl process (and its anonymous and file-backed parts); every K visits it
 prints the RSS then, its lowest and highest since the previous row, and the bytes under
-/run/dnsstudy/<prefix> (what `du` counts). The last row is the last visit's. It ends with the first and
+/run/dnsstudy/<prefix> (what `du` counts). Each row is read just after a visit is recorded, as the next
+starts; the last as the last visit starts (the crawl exits right after it). It ends with the first and
 last samples, the peak, and the slope per visit of the per-row lowest RSS (what the crawl holds between
 visits; a leak raises it) and of /run, each with its extrapolation to a week.
 
@@ -148,7 +149,7 @@ class Sample:
 
 
 def measure(args: argparse.Namespace, work: Path) -> list[Sample]:
-    """Run the crawl, reading RSS every second; a row after the first visit, every K visits and the last."""
+    """Run the crawl, reading RSS every second; a row after the first visit, every K visits and the last but one."""
     study, store = write_study(work, args.visits), work / "store.sqlite"
     argv = [sys.executable, "-m", "harness.cli", "crawl", str(study), "--store", str(store)]
     argv += ["--prefix", args.prefix, "--subnet", args.subnet]
@@ -162,15 +163,16 @@ def measure(args: argparse.Namespace, work: Path) -> list[Sample]:
             done = done_visits(store)
             planned = planned or planned_visits(store)
             rss, anon, file, hwm = memory(crawl.pid)
-            if rss:
+            if rss and done:  # from the first visit on: before it, the process is still starting
                 seen.append(rss)
             if done >= next_at and rss:
                 samples.append(Sample(done, rss, anon, file, min(seen), max(seen), hwm, run_bytes(run)))
                 print(samples[-1].line(), flush=True)
                 seen = []
                 next_at = (done // args.every + 1) * args.every
-                if planned and done < planned:
-                    next_at = min(next_at, planned)  # the last visit's row, before the crawl ends
+                if planned and done < planned - 1:
+                    # A row as the last visit starts, like every row: the crawl exits right after that visit.
+                    next_at = min(next_at, planned - 1)
             time.sleep(1)
     if crawl.returncode != 0:
         tail = (work / "crawl.log").read_text().splitlines()[-5:]
