@@ -200,3 +200,31 @@ def test_nothing_arriving_is_no_rate():
     assert bottleneck_rate([], FRAME_BITS, 0.5) is None
     assert bottleneck_rate([1_000_000_000], FRAME_BITS, 0.0) is None
     assert bottleneck_rate([0, 10**8], FRAME_BITS, 0.5) is None  # all within the warm-up
+
+
+@pytest.mark.parametrize("name", sorted(p for p in available_profiles() if load_link_profile(p).shaped))
+@pytest.mark.parametrize("probes", [200, 300])
+def test_a_healthy_link_fails_the_loss_verdict_at_most_5_percent_of_the_time(name, probes):
+    """The chance that a link losing exactly the profile's share of probes reads off target, summed exactly."""
+    from scipy.stats import binom
+
+    from harness.shaping.check import binomial_interval
+
+    for direction in (load_link_profile(name).uplink, load_link_profile(name).downlink):
+        p = direction.loss_percent / 100
+        false_alarm = sum(
+            binom.pmf(lost, probes, p)
+            for lost in range(probes + 1)
+            if not binomial_interval(lost, probes)[0] <= direction.loss_percent <= binomial_interval(lost, probes)[1]
+        )
+        assert false_alarm <= 0.05, (name, direction.loss_percent, false_alarm)
+
+
+def test_the_loss_interval_is_exact_at_the_edges():
+    from harness.shaping.check import binomial_interval
+
+    assert binomial_interval(0, 200)[0] == 0.0 and binomial_interval(200, 200)[1] == 100.0
+    assert binomial_interval(0, 0) == (0.0, 100.0)  # nothing sent: anything is possible
+    low, high = binomial_interval(3, 200)  # 4G's 0.5 % inside, as a healthy 4G link often shows
+    assert low < 0.5 < high
+    assert binomial_interval(4, 200)[0] > 0.5  # 4 of 200 is evidence of more loss than 0.5 %

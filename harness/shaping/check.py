@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import math
 import os
 import select
 import socket
@@ -480,14 +479,18 @@ def _summary(flow: _Flow) -> dict:
     }
 
 
-def binomial_interval(lost: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson 95 % interval for a loss proportion, in percent."""
+def binomial_interval(lost: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval for a loss proportion, in percent.
+
+    Exact, not Wilson: with a few lost probes in 200 Wilson's coverage dips below its level (at 4G's 0.5 %
+    it flags a healthy link 8 % of the time); the exact interval's false alarms stay under 5 %.
+    """
     if n == 0:
         return (0.0, 100.0)
-    p = lost / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (round(100 * max(0.0, centre - half), 3), round(100 * min(1.0, centre + half), 3))
+    from scipy.stats import binomtest  # only a link check needs it: keep scipy out of every other import
+
+    ci = binomtest(lost, n).proportion_ci(confidence_level=confidence, method="exact")
+    return (round(100 * ci.low, 3), round(100 * ci.high, 3))
 
 
 def check_link(
