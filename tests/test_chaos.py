@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from chaos import EVERY_KIND_FROM, KINDS, Chaos, ChaosReport, Fault, check_lab_gone  # noqa: E402
+from chaos import EVERY_KIND_FROM, KINDS, LATE, Chaos, ChaosReport, Fault, check_lab_gone, kinds_check, pick_kind  # noqa: E402
 
 
 @pytest.mark.lab
@@ -24,22 +25,27 @@ def test_a_crawl_under_random_faults_records_every_visit_once_and_blames_no_prot
     assert report.passed, figures
 
 
-def _kinds_checked(wanted: int, kinds: list[str]) -> dict[str, str]:
-    """The kinds check of a run that wanted `wanted` faults and injected these kinds."""
-    chaos = Chaos.__new__(Chaos)  # the check reads only the report and the number wanted: no lab needed
-    chaos.wanted, chaos.report = wanted, ChaosReport(faults=[Fault(k, 0.0, 1.0, "-") for k in kinds])
-    chaos._check_kinds()
-    return chaos.report.checks
+def faults(kinds: list[str]) -> list[Fault]:
+    return [Fault(k, 0.0, 1.0, "-") for k in kinds]
 
 
 def test_a_long_chaos_run_fails_when_a_kind_of_fault_was_never_injected():
-    checks = _kinds_checked(EVERY_KIND_FROM, [k for k in KINDS if k != "delayer"] * 10)
+    checks = kinds_check(faults([k for k in KINDS if k != "delayer"] * 10), EVERY_KIND_FROM)
     assert checks == {"every kind of fault injected": "never injected: delayer"}
     assert not ChaosReport(checks=checks).passed
-    assert _kinds_checked(EVERY_KIND_FROM, KINDS * 5) == {"every kind of fault injected": "ok"}
+    assert kinds_check(faults(KINDS * 5), EVERY_KIND_FROM) == {"every kind of fault injected": "ok"}
 
 
 def test_a_short_chaos_run_only_reports_the_kinds_it_missed():
-    checks = _kinds_checked(8, ["crawl"] * 8)
+    checks = kinds_check(faults(["crawl"] * 8), 8)
     assert list(checks) == ["every kind of fault injected (informative)"]
     assert ChaosReport(checks=checks).passed
+
+
+def test_the_last_faults_of_a_long_run_go_to_the_kinds_still_missing():
+    rng, others = random.Random(1), [k for k in KINDS if k != "stubby"]
+    early = faults(others * 10)  # 60 of 100: 40 left, more than LATE
+    assert {pick_kind(rng, early, 100) for _ in range(200)} == set(KINDS)
+    late = faults((others * 20)[: 100 - LATE])  # LATE left
+    assert {pick_kind(rng, late, 100) for _ in range(200)} == {"stubby"}
+    assert {pick_kind(rng, faults(others), 8) for _ in range(200)} == set(KINDS)  # a short run: never forced
