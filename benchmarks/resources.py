@@ -80,31 +80,22 @@ def memory(pid: int) -> tuple[int, int, int, int]:
     return fields.get("VmRSS", 0), fields.get("RssAnon", 0), fields.get("RssFile", 0), fields.get("VmHWM", 0)
 
 
-def planned_visits(store: Path) -> int | None:
-    """Visits in the store's plan (None before the plan is written)."""
+def count_visits(store: Path, where: str = "1") -> int:
+    """Visits in the store matching `where` (a constant of this file); 0 before the plan is written."""
+    if not store.exists():
+        return 0
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        return int(db.execute("SELECT COUNT(*) FROM visits").fetchone()[0]) or None
+        return int(db.execute(f"SELECT COUNT(*) FROM visits WHERE {where}").fetchone()[0])
     except sqlite3.OperationalError:
-        return None
+        return 0
     finally:
         db.close()
 
 
 def done_visits(store: Path) -> int:
-    """Visits done in the store (0 before its schema exists)."""
-    if not store.exists():
-        return 0
-    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    try:
-        return int(db.execute("SELECT COUNT(*) FROM visits WHERE status = 'done'").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        db.close()
+    """Visits done in the store."""
+    return count_visits(store, "status = 'done'")
 
 
 def run_bytes(run: Path) -> int:
@@ -158,10 +149,10 @@ def measure(args: argparse.Namespace, work: Path) -> list[Sample]:
     samples: list[Sample] = []
     with open(work / "crawl.log", "w") as log:
         crawl = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        next_at, planned, seen = 1, None, []
+        next_at, planned, seen = 1, 0, []
         while crawl.poll() is None:
             done = done_visits(store)
-            planned = planned or planned_visits(store)
+            planned = planned or count_visits(store)
             rss, anon, file, hwm = memory(crawl.pid)
             if rss and done:  # from the first visit on: before it, the process is still starting
                 seen.append(rss)

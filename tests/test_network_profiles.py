@@ -229,3 +229,27 @@ def test_the_loss_interval_is_exact_at_the_edges():
     low, high = binomial_interval(3, 200)  # 4G's 0.5 % inside, as a healthy 4G link often shows
     assert low < 0.5 < high
     assert binomial_interval(4, 200)[0] > 0.5  # 4 of 200 is evidence of more loss than 0.5 %
+
+
+def test_the_loss_interval_is_clopper_pearson():
+    from scipy.stats import binomtest
+
+    from harness.shaping.check import binomial_interval
+
+    for n in (1, 7, 200, 300, 1000):
+        for lost in sorted({k for k in (0, 1, 2, 3, 4, 9, n // 2, n - 1, n) if k <= n}):
+            exact = binomtest(lost, n).proportion_ci(confidence_level=0.95, method="exact")
+            low, high = binomial_interval(lost, n)
+            assert low == pytest.approx(100 * exact.low, abs=1e-8) and high == pytest.approx(100 * exact.high, abs=1e-8)
+
+
+def test_a_link_check_does_not_load_scipy_into_the_crawl():
+    """scipy costs the crawl process about 70 MiB of RSS (measured with benchmarks/resources.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from harness.shaping.check import binomial_interval; binomial_interval(3, 200); "
+        "sys.exit('scipy' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
