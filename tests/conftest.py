@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -46,6 +47,24 @@ class LabAddresses:
 
 
 _ADDRESSES = LabAddresses(TEST_PREFIX, TEST_POOL)
+
+
+_PYTEST_PID = os.getpid()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    if os.getpid() != _PYTEST_PID:  # a forked helper (pyroute2's namespace workers): die as it would have
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A SIGTERM (a CI job cancelled, `timeout`) ends the run as Ctrl-C does: pytest then still tears down
+    every fixture, so no lab, crawl or helper a test started outlives it. Only in pytest's own process: a
+    forked copy that unwound pytest's stack would tear the fixtures down a second time."""
+    signal.signal(signal.SIGTERM, _interrupted)
 
 
 @pytest.fixture(autouse=True)
