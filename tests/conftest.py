@@ -56,14 +56,15 @@ def _interrupted(signum: int, frame: object) -> None:
     if os.getpid() != _PYTEST_PID:  # a forked helper (pyroute2's namespace workers): die as it would have
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
-        return
+        os._exit(128 + signum)  # only if the signal was blocked here
+    signal.signal(signum, signal.SIG_IGN)  # a second one must not cut the teardown short
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """A SIGTERM (a CI job cancelled, `timeout`) ends the run as Ctrl-C does: pytest then still tears down
-    every fixture, so no lab, crawl or helper a test started outlives it. Only in pytest's own process: a
-    forked copy that unwound pytest's stack would tear the fixtures down a second time."""
+    every fixture, so the labs and their daemons go down. Only in pytest's own process: a forked copy that
+    unwound pytest's stack would tear the fixtures down a second time."""
     signal.signal(signal.SIGTERM, _interrupted)
 
 

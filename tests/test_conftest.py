@@ -23,11 +23,13 @@ def test_a_sigterm_to_pytest_still_tears_every_fixture_down(tmp_path):
         "    yield\n"
         f"    pathlib.Path({str(torn_down)!r}).write_text('down')\n"
         "def test_sleeps(held):\n"
+        "    ready_r, ready_w = os.pipe()\n"
         "    child = os.fork()\n"  # a forked helper, as pyroute2 makes: SIGTERM kills it, never unwinds pytest
         "    if child == 0:\n"
+        "        os.write(ready_w, b'1')\n"  # past Python's after-fork reset, which drops pending signals
         "        time.sleep(120)\n"
         "        os._exit(0)\n"
-        "    time.sleep(0.2)\n"
+        "    os.read(ready_r, 1)\n"
         "    os.kill(child, signal.SIGTERM)\n"
         "    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == -signal.SIGTERM\n"
         f"    assert not pathlib.Path({str(torn_down)!r}).exists()\n"
@@ -45,5 +47,6 @@ def test_a_sigterm_to_pytest_still_tears_every_fixture_down(tmp_path):
         output = proc.communicate(timeout=30)[0]
     finally:
         proc.kill()
+        proc.wait()
     assert torn_down.read_text() == "down", output
     assert proc.returncode == 2, output  # pytest's "interrupted"

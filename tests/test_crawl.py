@@ -105,9 +105,10 @@ def test_a_crawl_killed_at_random_moments_resumes_without_losing_or_repeating_a_
             crawl.wait(timeout=rng.uniform(3.0, 14.0))
             break
         except subprocess.TimeoutExpired:
-            crawl.send_signal(signal.SIGKILL)
-            crawl.wait()
             kills += 1
+        finally:  # SIGKILL: the fault under test; and an interrupted test leaves no crawl behind
+            crawl.kill()
+            crawl.wait()
     final = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
     assert final.returncode == 0, final.stdout + final.stderr
     assert kills == 4, "the crawl finished before it was killed four times"
