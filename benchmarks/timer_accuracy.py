@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from harness.capture import capture, do53_wire_us, tcp_exchanges
-    from harness.protocols import timer_protocols
+    from harness.timer import timer_protocols
     from harness.shaping.check import probe_rtt
     from harness.shaping.profile import load_link_profile
     from harness.shaping.shaper import Shaper

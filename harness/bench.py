@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.arms.base import ClientSide, Resolver
+from harness.place import ClientSide, Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.place import Place
 from harness.profile import load_profile
-from harness.protocols import timer_protocols
+from harness.timer import timer_protocols
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper

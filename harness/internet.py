@@ -38,7 +38,7 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from harness import netns
-from harness.arms.base import ClientSide, Resolver
+from harness.place import ClientSide, Resolver
 from harness.daemons import kill_namespace_processes
 from harness.errors import HarnessError, require_root
 from harness.paths import RUN_ROOT

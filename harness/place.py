@@ -17,16 +17,72 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+from urllib.parse import urlsplit
 
-from harness.arms.base import ClientSide, Resolver
+from harness import netns
 from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness import protocols
 
 # Interface names, the same in every place: they live inside the place's namespaces,
 # so two places never collide on them.
 CLIENT_IF = "c0"  # the client's end of the client-shaper link
 SHAPER_CLIENT_IF = "sc"  # the shaper's end towards the client: downlink egress
 SHAPER_SERVER_IF = "ss"  # the shaper's end towards the servers or the uplink: uplink egress
+
+@dataclass(frozen=True)
+class Resolver:
+    """One resolver and its endpoints for every transport."""
+
+    name: str
+    address: str  # Do53 and DoT address (and DoH bootstrap)
+    tls_name: str  # name its certificate carries (DoT authentication, DoH host)
+    doh_uri: str
+    control_config: Path | None = None  # a lab resolver's unbound config: its statistics prove transports
+    doq_port: int | None = None  # DNS over QUIC (RFC 9250) on `address`, if served
+    doh3_uri: str | None = None  # DNS over HTTP/3, if served
+
+    def port(self, protocol: protocols.Protocol) -> int:
+        """Where this resolver serves ``protocol``: the port its endpoint names, else the standard one."""
+        named = {
+            "doh": urlsplit(self.doh_uri).port,
+            "doq": self.doq_port,
+            "doh3": urlsplit(self.doh3_uri).port if self.doh3_uri else None,
+        }
+        return named.get(protocol.name) or protocol.port
+
+
+@dataclass(frozen=True)
+class ClientSide:
+    """Where the browser runs: the lab's client namespace, or the Internet side's."""
+
+    namespace: str
+    run_dir: Path  # per-lab run-time directory (stub configs, logs)
+    ca_file: Path  # the CA that signs resolver certificates
+    dead_resolver: str  # an address where no DNS server answers
+    browser_trusts_ca: bool = True  # import ca_file into Firefox (a lab CA); False: Firefox's own roots
+    system_resolver: str | None = None  # the namespace's resolver between visits (None: the host's resolv.conf)
+
+    def set_system_resolver(self, address: str) -> None:
+        """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""
+        self._write_resolv_conf(f"# written by dnsstudy for the visit's DNS arm\nnameserver {address}\n")
+
+    def restore_system_resolver(self) -> None:
+        """Undo the arms' resolv.conf: after a visit (or a killed crawl) the namespace resolves as it did before."""
+        if self.system_resolver is None:
+            (netns.ETC_NETNS / self.namespace / "resolv.conf").unlink(missing_ok=True)
+        else:
+            self._write_resolv_conf(f"# written by dnsstudy lab\nnameserver {self.system_resolver}\n")
+
+    def _write_resolv_conf(self, text: str) -> None:
+        etc = netns.ETC_NETNS / self.namespace
+        etc.mkdir(parents=True, exist_ok=True)
+        tmp = etc / "resolv.conf.tmp"
+        tmp.write_text(text)
+        tmp.replace(etc / "resolv.conf")
+
 
 PlaceKind = Literal["lab", "internet"]
 

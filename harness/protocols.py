@@ -1,30 +1,20 @@
 """The registry of DNS transports: every protocol the harness knows, and what carries each one.
 
 A protocol is named once, here or by the module that brings it. A browser
-arm (`harness/arms/`) and a timer program (`harness/timer.py`) register
-against it; everything else reads this registry: the CLI's choices, the
+arm (`harness/arms/`, `register_arm`) and a timer program
+(`harness/timer.py`, `register_timer`) register against it in their own
+families' registries; everything else reads this one: the CLI's choices, the
 study file's validation, the proofs' port tables, the order of protocols in
-the store (which the analysis reads), the host resolver's offer. A new
-transport is one module that calls `register_protocol` and `register_arm`
-or `register_timer`.
+the store (which the analysis reads), the host resolver's offer. This module
+imports nothing of the project but its errors: every other module may read it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal
 
 from harness.errors import HarnessError
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from harness.arms.base import DnsArm, Resolver
-    from harness.timer import TimerSettings
-
-#: A timer program's command-line builder: (protocol, resolver, CA file, settings) -> argv.
-TimerArgv = Callable[["str", "Resolver", "Path", "TimerSettings"], list[str]]
 
 Carrier = Literal["udp", "tcp", "udp+tcp"]
 
@@ -47,10 +37,6 @@ class Protocol:
 
 
 _PROTOCOLS: dict[str, Protocol] = {}
-_ARMS: dict[str, type[DnsArm]] = {}
-_TIMERS: dict[str, TimerArgv] = {}
-
-ArmClass = TypeVar("ArmClass", bound="type[DnsArm]")
 
 
 def register_protocol(protocol: Protocol) -> Protocol:
@@ -68,40 +54,13 @@ DOQ = register_protocol(Protocol("doq", rank=3, port=853, carrier="udp", encrypt
 DOH3 = register_protocol(Protocol("doh3", rank=4, port=443, carrier="udp", encrypted=True, web_port=True))
 
 
-def register_arm(protocol: Protocol) -> Callable[[ArmClass], ArmClass]:
-    """Class decorator: the browser arm for ``protocol``."""
-
-    def register(cls: ArmClass) -> ArmClass:
-        register_protocol(protocol)
-        cls.protocol = protocol.name
-        _ARMS[protocol.name] = cls
-        return cls
-
-    return register
-
-
-def register_timer(protocol: Protocol, build_argv: TimerArgv) -> None:
-    """The resolution-timer program for ``protocol``: a function that builds its command line."""
-    register_protocol(protocol)
-    _TIMERS[protocol.name] = build_argv
-
-
 def unregister(name: str) -> None:
-    """Remove a protocol and its arm and timer (for tests that register a dummy)."""
+    """Remove a protocol (for tests that register a dummy)."""
     _PROTOCOLS.pop(name, None)
-    _ARMS.pop(name, None)
-    _TIMERS.pop(name, None)
-
-
-def _load() -> None:
-    """Import the modules that register arms and timers (lazily: they import this module)."""
-    import harness.arms  # noqa: F401
-    import harness.timer  # noqa: F401
 
 
 def protocols() -> list[Protocol]:
     """Every protocol, in rank order."""
-    _load()
     return sorted(_PROTOCOLS.values(), key=lambda p: (p.rank, p.name))
 
 
@@ -109,34 +68,7 @@ def names() -> list[str]:
     return [p.name for p in protocols()]
 
 
-def browser_protocols() -> list[str]:
-    """Protocols a browser visit can use: those with an arm."""
-    return [p.name for p in protocols() if p.name in _ARMS]
-
-
-def timer_protocols() -> list[str]:
-    """Protocols the resolution timer can time."""
-    return [p.name for p in protocols() if p.name in _TIMERS]
-
-
 def plain_protocols() -> list[str]:
     """Unencrypted protocols: all a host's own resolver is assumed to serve."""
     return [p.name for p in protocols() if not p.encrypted]
 
-
-def arm_class(name: str) -> type[DnsArm]:
-    _load()
-    try:
-        return _ARMS[name]
-    except KeyError:
-        raise HarnessError(
-            f"unknown protocol '{name}' for a visit: choose one of {', '.join(browser_protocols())}"
-        ) from None
-
-
-def timer_program(name: str) -> TimerArgv:
-    _load()
-    try:
-        return _TIMERS[name]
-    except KeyError:
-        raise HarnessError(f"unknown protocol '{name}' (choose from {', '.join(timer_protocols())})") from None

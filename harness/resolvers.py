@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness.arms.base import Resolver
+from harness.place import Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.profile import load_profile

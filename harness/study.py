@@ -19,7 +19,8 @@ from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, project_path
 from harness.plan import PlannedVisit, make_plan
 from harness.profile import line_of, load_profile
-from harness.protocols import arm_class, browser_protocols, timer_protocols
+from harness.arms import arm_class, browser_protocols
+from harness.timer import timer_protocols
 from harness.resolvers import available_resolvers, load_resolver, protocols_of
 from harness.shaping.profile import available_profiles
 from harness.sitelist import RankedList, Site, fetch_tranco, load_tranco

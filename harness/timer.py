@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 
 from harness import netns
 from harness.accounts import helper
-from harness.arms.base import ClientSide, Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
-from harness.protocols import DO53, DOH, DOH3, DOQ, DOT, register_timer, timer_program
+from harness.place import ClientSide, Resolver
+from harness.protocols import DO53, DOH, DOH3, DOQ, DOT, Protocol, protocols, register_protocol
 
 if TYPE_CHECKING:
     from harness.place import Place
@@ -141,6 +141,36 @@ def _quictimer(protocol: str, resolver: Resolver, ca_file: Path, s: TimerSetting
             raise HarnessError(f"resolver '{resolver.name}' serves no DoH3")
         argv += ["--url", resolver.doh3_uri, "--port", str(urlsplit(resolver.doh3_uri).port or 443)]
     return argv
+
+
+#: A timer program's command-line builder: (protocol, resolver, CA file, settings) -> argv.
+TimerArgv = Callable[[str, Resolver, Path, "TimerSettings"], list[str]]
+
+_TIMERS: dict[str, TimerArgv] = {}
+
+
+def register_timer(protocol: Protocol, build_argv: TimerArgv) -> None:
+    """The resolution-timer program for ``protocol``: a function that builds its command line."""
+    register_protocol(protocol)
+    _TIMERS[protocol.name] = build_argv
+
+
+def unregister_timer(name: str) -> None:
+    """Remove the timer of protocol ``name`` (for tests that register a dummy)."""
+    _TIMERS.pop(name, None)
+
+
+def timer_protocols() -> list[str]:
+    """Protocols the resolution timer can time, in rank order."""
+    return [p.name for p in protocols() if p.name in _TIMERS]
+
+
+def timer_program(name: str) -> TimerArgv:
+    """The command-line builder of protocol ``name``'s timer; a one-line error naming the timed ones."""
+    try:
+        return _TIMERS[name]
+    except KeyError:
+        raise HarnessError(f"unknown protocol '{name}' (choose from {', '.join(timer_protocols())})") from None
 
 
 # Each program registers the protocols it times; a new one is a builder and a line here.

@@ -12,7 +12,8 @@ from harness.arms.evidence import client_counter_names, judge, path_failure
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
 from harness.profile import load_profile
-from harness.protocols import browser_protocols, protocols
+from harness.arms import browser_protocols
+from harness.protocols import protocols
 
 RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query")
 CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/ca.pem"), "198.18.1.60")

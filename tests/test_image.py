@@ -198,7 +198,7 @@ done
 
 @pytest.mark.image
 def test_lab_up_a_visit_per_arm_and_lab_down_inside_the_image(container: str) -> None:
-    from harness.protocols import browser_protocols
+    from harness.arms import browser_protocols
 
     protocols = sorted(browser_protocols())
     # The namespaces are made from the host's network namespace (chroot isolation shares it):

@@ -39,7 +39,7 @@ from pyroute2 import IPRoute
 
 from harness import netns
 from harness.arms import make_arm
-from harness.arms.base import Resolver
+from harness.place import Resolver
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.internet import (

@@ -9,13 +9,14 @@ import pytest
 from click.testing import CliRunner
 
 from harness import protocols
-from harness.arms import ClientSide, DnsArm, Resolver, make_arm
+from harness.arms import ClientSide, DnsArm, Resolver, browser_protocols, make_arm
+from harness.arms.base import register_arm, unregister_arm
 from harness.arms.evidence import client_counter_names, forbidden_counters, required_counters
 from harness.cli import main
-from harness.protocols import Protocol, register_arm
+from harness.protocols import Protocol
 from harness.resolvers import protocols_of
 from harness.study import load_study
-from harness.timer import TimerSettings, timer_argv
+from harness.timer import TimerSettings, timer_argv, timer_protocols
 from tests.synthetic import make_store
 from tests.test_study import GOOD, write_study
 
@@ -49,7 +50,7 @@ def _study_with(tmp_path: Path, protocol_list: str, timer: str = "") -> Path:
 def test_the_registry_is_ordered_and_names_every_protocol_once():
     names = protocols.names()
     assert names[0] == "do53" and len(names) == len(set(names))
-    assert set(protocols.browser_protocols()) <= set(names) and set(protocols.timer_protocols()) <= set(names)
+    assert set(browser_protocols()) <= set(names) and set(timer_protocols()) <= set(names)
     assert protocols.plain_protocols() == ["do53"]
     with pytest.raises(ValueError, match="registered twice"):
         protocols.register_protocol(Protocol("dot", rank=1, port=8530, carrier="tcp", encrypted=True))
@@ -57,7 +58,7 @@ def test_the_registry_is_ordered_and_names_every_protocol_once():
 
 def test_every_browser_protocol_is_accepted_by_every_consumer(tmp_path):
     counters = set(client_counter_names())
-    for name in protocols.browser_protocols():
+    for name in browser_protocols():
         arm = make_arm(name, RESOLVER, CLIENT)
         assert arm.protocol == name
         assert name in _choices("visit")
@@ -69,7 +70,7 @@ def test_every_browser_protocol_is_accepted_by_every_consumer(tmp_path):
 
 
 def test_every_timer_protocol_is_accepted_by_every_consumer(tmp_path):
-    for name in protocols.timer_protocols():
+    for name in timer_protocols():
         argv = timer_argv(name, RESOLVER, Path("/ca.pem"), TimerSettings())
         assert argv[argv.index("--protocol") + 1] == name
         assert name in _choices("timer")
@@ -85,7 +86,7 @@ def test_the_store_carries_the_order_and_the_analysis_follows_it(tmp_path):
     from analysis.results import load
     from harness.store import Store
 
-    browser = protocols.browser_protocols()
+    browser = browser_protocols()
     scrambled = [("r", p) for p in reversed(browser)]
     store = make_store(
         tmp_path / "s.sqlite", lambda *a: ("Successful", 1000.0, "Successful"), sites=4, configurations=scrambled
@@ -113,19 +114,24 @@ def dummy_arm():
             self.client.set_system_resolver(self.resolver.address)
 
     yield DummyArm
+    _unregister_dummy()
+
+
+def _unregister_dummy() -> None:
+    unregister_arm("dummy")
     protocols.unregister("dummy")
 
 
 def test_a_new_arm_appears_in_the_cli_the_study_and_the_proofs_without_other_edits(dummy_arm, tmp_path):
-    assert "dummy" in protocols.browser_protocols() and "dummy" in _choices("visit")
+    assert "dummy" in browser_protocols() and "dummy" in _choices("visit")
     refused = CliRunner().invoke(main, ["visit", "https://x.test/", "--protocol", "dnscrypt"])
     assert refused.exit_code == 2 and "dummy" in refused.output  # the choices offered include it
     assert load_study(str(_study_with(tmp_path, '["do53", "dummy"]'))).study.protocols == ["do53", "dummy"]
     assert isinstance(make_arm("dummy", RESOLVER, CLIENT), dummy_arm)
     assert "dummy_resolver" in client_counter_names()
     assert "dummy_connections" in forbidden_counters("do53", uses_stub=False)  # other arms may not use it
-    assert "dummy" not in protocols.timer_protocols()  # an arm alone gives no timer
-    protocols.unregister("dummy")
+    assert "dummy" not in timer_protocols()  # an arm alone gives no timer
+    _unregister_dummy()
     assert "dummy" not in _choices("visit")
     with pytest.raises(Exception, match="no browser arm for protocol 'dummy'"):
         load_study(str(_study_with(tmp_path, '["dummy"]')))

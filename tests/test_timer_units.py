@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.arms.base import Resolver
+from harness.place import Resolver
 from harness.bench import load_bench_profile, with_loss
 from harness.errors import HarnessError
 from harness.shaping.profile import load_link_profile

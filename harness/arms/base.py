@@ -1,76 +1,20 @@
-"""The interface every DNS arm implements, and the places and resolvers it works with.
+"""The interface every DNS arm implements, and the registry of arms by protocol.
 
 An arm is one way the browser's DNS queries reach a resolver (plain DNS
 through the system resolver, a local stub, the browser's own resolver,
 ...). Adding one is one new module with a `DnsArm` subclass decorated with
-`harness.protocols.register_arm`, imported by `harness/arms/__init__.py`.
+`register_arm` (below), imported by `harness/arms/__init__.py`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
-from harness import netns
 from harness.errors import HarnessError
-
-if TYPE_CHECKING:
-    from harness.protocols import Protocol
-
-
-@dataclass(frozen=True)
-class Resolver:
-    """One resolver and its endpoints for every transport."""
-
-    name: str
-    address: str  # Do53 and DoT address (and DoH bootstrap)
-    tls_name: str  # name its certificate carries (DoT authentication, DoH host)
-    doh_uri: str
-    control_config: Path | None = None  # a lab resolver's unbound config: its statistics prove transports
-    doq_port: int | None = None  # DNS over QUIC (RFC 9250) on `address`, if served
-    doh3_uri: str | None = None  # DNS over HTTP/3, if served
-
-    def port(self, protocol: Protocol) -> int:
-        """Where this resolver serves ``protocol``: the port its endpoint names, else the standard one."""
-        named = {
-            "doh": urlsplit(self.doh_uri).port,
-            "doq": self.doq_port,
-            "doh3": urlsplit(self.doh3_uri).port if self.doh3_uri else None,
-        }
-        return named.get(protocol.name) or protocol.port
-
-
-@dataclass(frozen=True)
-class ClientSide:
-    """Where the browser runs: the lab's client namespace, or the Internet side's."""
-
-    namespace: str
-    run_dir: Path  # per-lab run-time directory (stub configs, logs)
-    ca_file: Path  # the CA that signs resolver certificates
-    dead_resolver: str  # an address where no DNS server answers
-    browser_trusts_ca: bool = True  # import ca_file into Firefox (a lab CA); False: Firefox's own roots
-    system_resolver: str | None = None  # the namespace's resolver between visits (None: the host's resolv.conf)
-
-    def set_system_resolver(self, address: str) -> None:
-        """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""
-        self._write_resolv_conf(f"# written by dnsstudy for the visit's DNS arm\nnameserver {address}\n")
-
-    def restore_system_resolver(self) -> None:
-        """Undo the arms' resolv.conf: after a visit (or a killed crawl) the namespace resolves as it did before."""
-        if self.system_resolver is None:
-            (netns.ETC_NETNS / self.namespace / "resolv.conf").unlink(missing_ok=True)
-        else:
-            self._write_resolv_conf(f"# written by dnsstudy lab\nnameserver {self.system_resolver}\n")
-
-    def _write_resolv_conf(self, text: str) -> None:
-        etc = netns.ETC_NETNS / self.namespace
-        etc.mkdir(parents=True, exist_ok=True)
-        tmp = etc / "resolv.conf.tmp"
-        tmp.write_text(text)
-        tmp.replace(etc / "resolv.conf")
+from harness.place import ClientSide, Resolver
+from harness.protocols import Protocol, register_protocol
 
 
 class DnsArm(ABC):
@@ -156,3 +100,30 @@ class DnsArm(ABC):
     def describe(self) -> dict:
         """What the visit record stores about the arm's setup."""
         return {"protocol": self.protocol, "resolver": self.resolver.name, "address": self.resolver.address}
+
+
+_ARMS: dict[str, type[DnsArm]] = {}
+
+ArmClass = TypeVar("ArmClass", bound=type[DnsArm])
+
+
+def register_arm(protocol: Protocol) -> Callable[[ArmClass], ArmClass]:
+    """Class decorator: the browser arm for ``protocol``."""
+
+    def register(cls: ArmClass) -> ArmClass:
+        register_protocol(protocol)
+        cls.protocol = protocol.name
+        _ARMS[protocol.name] = cls
+        return cls
+
+    return register
+
+
+def unregister_arm(name: str) -> None:
+    """Remove the arm of protocol ``name`` (for tests that register a dummy)."""
+    _ARMS.pop(name, None)
+
+
+def registered_arms() -> dict[str, type[DnsArm]]:
+    """The arms registered so far, by protocol name (`harness.arms` imports them all)."""
+    return dict(_ARMS)

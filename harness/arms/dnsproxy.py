@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness import netns
 from harness.accounts import BIND_LOW_PORT, helper
-from harness.arms.base import ClientSide
+from harness.place import ClientSide
 from harness.daemons import Daemon, terminate
 from harness.errors import HarnessError
 from harness.paths import built_program

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.arms.base import DnsArm
-from harness.protocols import DO53, register_arm
+from harness.arms.base import DnsArm, register_arm
+from harness.protocols import DO53
 
 
 @register_arm(DO53)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.arms.base import DnsArm
-from harness.protocols import DOH, register_arm
+from harness.arms.base import DnsArm, register_arm
+from harness.protocols import DOH
 
 #: Firefox's TRR-only error page for a TRR server it could not set up a channel to (skip reasons
 #: TRR_FAILED, TRR_NET_REFUSED, TRR_UNKNOWN_CHANNEL_FAILURE, ...; aboutNetError.mjs). After the server's

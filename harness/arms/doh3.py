@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import ipaddress
 
-from harness.arms.base import DnsArm
+from harness.arms.base import DnsArm, register_arm
 from harness.arms.doh import COULD_NOT_CONNECT
 from harness.errors import HarnessError
 from harness.netns import nft
-from harness.protocols import DO53, DOH3, register_arm
+from harness.protocols import DO53, DOH3
 
 TABLE = "dnsstudy_doh3_only"
 _DELETE = f"table inet {TABLE}\ndelete table inet {TABLE}\n"  # (re)created empty first: idempotent

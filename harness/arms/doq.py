@@ -11,10 +11,10 @@ counters prove that nothing but QUIC left the client.
 
 from __future__ import annotations
 
-from harness.arms.base import DnsArm
+from harness.arms.base import DnsArm, register_arm
 from harness.arms.dnsproxy import STAMP_DOQ, STUB_ADDRESS, DnsproxyStub, log_size, stamp, verify_failed_since
 from harness.errors import HarnessError
-from harness.protocols import DO53, DOQ, register_arm
+from harness.protocols import DO53, DOQ
 
 
 @register_arm(DOQ)

@@ -20,11 +20,11 @@ import json
 
 from harness import netns
 from harness.accounts import BIND_LOW_PORT, helper
-from harness.arms.base import DnsArm
+from harness.arms.base import DnsArm, register_arm
 from harness.arms.dnsproxy import STAMP_DOT, STUB_ADDRESS, DnsproxyStub, log_size, stamp, verify_failed_since
 from harness.daemons import Daemon, terminate
 from harness.errors import HarnessError, require_program
-from harness.protocols import DO53, DOT, register_arm
+from harness.protocols import DO53, DOT
 
 #: The DoT stubs a study may choose (`[arms] stubs = {dot = "dnsproxy"}`): the reference study's first, then AdGuard's.
 STUBS = ("stubby", "dnsproxy")

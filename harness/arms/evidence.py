@@ -30,7 +30,7 @@ from harness.netns import nft
 from harness.protocols import DO53, DOH, DOT, Protocol, names, protocols
 
 if TYPE_CHECKING:
-    from harness.arms.base import Resolver
+    from harness.place import Resolver
 
 TABLE = "dnsstudy_proof"
 #: How long a resolver's statistics may take: unbound answers in milliseconds unless it hangs.

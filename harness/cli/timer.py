@@ -16,7 +16,7 @@ from harness.cli.common import (
     place_options,
 )
 from harness.errors import HarnessError
-from harness.protocols import timer_protocols
+from harness.timer import timer_protocols
 
 
 @click.command("timer")

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.common import ProtocolChoice, one_line_errors, place_from, place_options
-from harness.protocols import browser_protocols
+from harness.arms import browser_protocols
 
 
 @click.command("visit")

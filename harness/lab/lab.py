@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from harness import netns
 from harness.accounts import helper, helper_dir
-from harness.arms.base import ClientSide, Resolver
+from harness.place import ClientSide, Resolver
 from harness.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.errors import HarnessError, require_program, require_root
 from harness.lab import faults, topology, upstream

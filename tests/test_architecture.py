@@ -1,0 +1,145 @@
+"""The shape of the code: imports run one way, modules and functions stay readable (fast, no lab)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("harness", "analysis")
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """Ids of the nodes inside `if TYPE_CHECKING:` blocks: those imports never run."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    return skipped
+
+
+def _imported_names(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: climb from the importing module's package
+        parts = package.split(".")
+        parts = parts[: len(parts) - node.level + 1]
+        base = ".".join([*parts, base] if base else parts)
+    return [base] + [f"{base}.{alias.name}" for alias in node.names]
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules ``name`` imports, at module level or inside functions, `TYPE_CHECKING` aside."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    skipped = _type_checking_nodes(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped or not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for target in _imported_names(node, package):
+            while target and target not in known:  # `from a.b import name`: the module is a.b
+                target = target.rpartition(".")[0]
+            # a package's face importing its own submodules is not a cycle
+            if target and target != name and not target.startswith(name + "."):
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every project module and the project modules it imports."""
+    modules = _modules()
+    known = set(modules)
+    return {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as the list of modules around it (first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_project_has_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_names_a_cycle_it_is_given():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_imports_inside_functions_count_and_type_checking_ones_do_not(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness import place\n"
+        "def f():\n    from harness.arms import base\n"
+    )
+    known = {"harness", "harness.place", "harness.arms", "harness.arms.base"}
+    assert imports_of("m", module, known) == {"harness.arms", "harness.arms.base"}  # a package runs its face
+
+
+def test_protocols_is_a_leaf():
+    graph = import_graph()
+    assert graph["harness.protocols"] <= {"harness.errors"}
+
+
+def test_analysis_imports_nothing_from_the_harness():
+    graph = import_graph()
+    crossing = {name: sorted(m for m in deps if m.startswith("harness")) for name, deps in graph.items()}
+    assert {name: deps for name, deps in crossing.items() if name.startswith("analysis") and deps} == {}
+
+
+def _functions(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_or_function_is_too_long_to_read_whole(package):
+    too_long: list[str] = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        text = path.read_text()
+        rel = path.relative_to(ROOT)
+        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+            too_long.append(f"{rel}: {lines} lines")
+        for function in _functions(ast.parse(text)):
+            length = (function.end_lineno or function.lineno) - function.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                too_long.append(f"{rel}:{function.lineno} {function.name}: {length} lines")
+    assert too_long == [], "over the limits: " + "; ".join(too_long)
