@@ -32,11 +32,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from harness.capture import capture, do53_wire_us, tcp_exchanges
-    from harness.timer import timer_protocols
     from harness.shaping.check import probe_rtt
     from harness.shaping.profile import load_link_profile
     from harness.shaping.shaper import Shaper
-    from harness.timer import time_names
+    from harness.timer import time_names, timer_protocols
 
     lab = fresh_lab(args)
     client, near, ns = lab.client_side(), lab.resolver("near"), lab.config.namespaces["client"]

@@ -21,16 +21,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.place import ClientSide, Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
-from harness.place import Place
+from harness.place import ClientSide, Place, Resolver
 from harness.profile import load_profile
-from harness.timer import timer_protocols
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.timer import TimerSettings, Timing, parse_output, start_timer, time_names
+from harness.timer import TimerSettings, Timing, parse_output, start_timer, time_names, timer_protocols
 
 if TYPE_CHECKING:
     from harness.lab.lab import Lab

@@ -38,11 +38,10 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from harness import netns
-from harness.place import ClientSide, Resolver
 from harness.daemons import kill_namespace_processes
 from harness.errors import HarnessError, require_root
 from harness.paths import RUN_ROOT
-from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place
+from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, ClientSide, Place, Resolver
 from harness.protocols import protocols
 from harness.resolvers import NO_IPV6, host_resolver, load_resolver, protocols_of
 

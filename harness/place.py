@@ -32,6 +32,7 @@ CLIENT_IF = "c0"  # the client's end of the client-shaper link
 SHAPER_CLIENT_IF = "sc"  # the shaper's end towards the client: downlink egress
 SHAPER_SERVER_IF = "ss"  # the shaper's end towards the servers or the uplink: uplink egress
 
+
 @dataclass(frozen=True)
 class Resolver:
     """One resolver and its endpoints for every transport."""

@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.errors import HarnessError
-
 Carrier = Literal["udp", "tcp", "udp+tcp"]
 
 
@@ -71,4 +69,3 @@ def names() -> list[str]:
 def plain_protocols() -> list[str]:
     """Unencrypted protocols: all a host's own resolver is assumed to serve."""
     return [p.name for p in protocols() if not p.encrypted]
-

@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness.place import Resolver
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
+from harness.place import Resolver
 from harness.profile import load_profile
 from harness.protocols import DOH3, DOQ, names, plain_protocols
 

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from harness.arms import arm_class, browser_protocols
 from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, project_path
 from harness.plan import PlannedVisit, make_plan
 from harness.profile import line_of, load_profile
-from harness.arms import arm_class, browser_protocols
-from harness.timer import timer_protocols
 from harness.resolvers import available_resolvers, load_resolver, protocols_of
 from harness.shaping.profile import available_profiles
 from harness.sitelist import RankedList, Site, fetch_tranco, load_tranco
+from harness.timer import timer_protocols
 
 if TYPE_CHECKING:
     from harness.place import Place

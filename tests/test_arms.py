@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.arms import ClientSide, Resolver, make_arm
+from harness.arms import ClientSide, Resolver, browser_protocols, make_arm
 from harness.arms.dot import DotArm
 from harness.arms.evidence import client_counter_names, judge, path_failure
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
 from harness.profile import load_profile
-from harness.arms import browser_protocols
 from harness.protocols import protocols
 
 RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query")

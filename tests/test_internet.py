@@ -39,7 +39,6 @@ from pyroute2 import IPRoute
 
 from harness import netns
 from harness.arms import make_arm
-from harness.place import Resolver
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.internet import (
@@ -51,6 +50,7 @@ from harness.internet import (
     internet_config,
 )
 from harness.lab.lab import Lab
+from harness.place import Resolver
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import Timing, time_names

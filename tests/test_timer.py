@@ -20,11 +20,10 @@ import pytest
 from harness import netns
 from harness.bench import Handshake, LossSweep, Repeat, handshake, loss_sweep, repeat
 from harness.capture import capture, do53_wire_us, is_marker
-from harness.timer import timer_protocols
 from harness.shaping.check import probe_rtt
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
-from harness.timer import BIN, TimerSettings, Timing, time_names, timer_argv
+from harness.timer import BIN, TimerSettings, Timing, time_names, timer_argv, timer_protocols
 
 PROTOCOLS = timer_protocols()
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from harness import netns
 from harness.accounts import BIND_LOW_PORT, helper
-from harness.place import ClientSide
 from harness.daemons import Daemon, terminate
 from harness.errors import HarnessError
 from harness.paths import built_program
+from harness.place import ClientSide
 from harness.protocols import DO53
 
 STUB_ADDRESS = "127.0.0.1"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import ProtocolChoice, one_line_errors, place_from, place_options
 from harness.arms import browser_protocols
+from harness.cli.common import ProtocolChoice, one_line_errors, place_from, place_options
 
 
 @click.command("visit")

@@ -22,7 +22,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from harness import netns
 from harness.accounts import helper, helper_dir
-from harness.place import ClientSide, Resolver
 from harness.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.errors import HarnessError, require_program, require_root
 from harness.lab import faults, topology, upstream
@@ -51,7 +50,7 @@ from harness.lab.zones import (
     unbound_local_data,
 )
 from harness.paths import PROJECT_ROOT, RUN_ROOT, project_path
-from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place, ProbePeer
+from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, ClientSide, Place, ProbePeer, Resolver
 from harness.protocols import DO53, DOH, DOH3, DOQ, DOT
 from harness.sitelist import load_site_list
 
