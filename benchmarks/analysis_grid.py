@@ -6,7 +6,7 @@ times log-normal with a per-configuration shift), then times reading it,
 the statistics of every cell of every network's grid, and drawing the grids.
 Prints the time of each step, the total and the peak resident memory.
 
-    .venv/bin/python benchmarks/analysis_grid.py [--sites 2500] [--rounds 10] [--repeat 3]
+    .venv/bin/python -m benchmarks.analysis_grid [--sites 2500] [--rounds 10] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -14,20 +14,17 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from analysis import figures  # noqa: E402
-from analysis.pairs import configurations, grid  # noqa: E402
-from analysis.results import load  # noqa: E402
-from analysis.settings import load_settings  # noqa: E402
-from harness.store import Store  # noqa: E402
+from analysis import figures
+from analysis.pairs import configurations, grid
+from analysis.results import load
+from analysis.settings import load_settings
+from harness.store import Store
 
 NETWORKS = ["wired", "4g", "4g-lossy", "3g"]
 CONFIGS = [(r, p) for r in ("cloudflare", "google", "quad9") for p in ("do53", "dot", "doh")] + [("default", "do53")]

@@ -8,7 +8,7 @@ the samples' per-thread CPU deltas, so it means the same on a loaded machine as 
 times do not). The profiler itself costs CPU: compare sessions of this benchmark with each other, not
 with visits.
 
-    .venv/bin/python benchmarks/browser_profile.py --sessions 3 [--keep DIR]
+    .venv/bin/python -m benchmarks.browser_profile --sessions 3 [--keep DIR]
 """
 
 from __future__ import annotations
@@ -19,22 +19,17 @@ import os
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from harness.browser.account import BrowserAccount  # noqa: E402
-from harness.browser.prefs import DNS_CURRENT, load_prefs  # noqa: E402
-from harness.browser.session import BrowserSession  # noqa: E402
-from harness.browser.template import ensure_template, firefox_version  # noqa: E402
-from harness.paths import RUN_ROOT  # noqa: E402
+from harness.browser.account import BrowserAccount
+from harness.browser.prefs import DNS_CURRENT, load_prefs
+from harness.browser.session import BrowserSession
+from harness.browser.template import ensure_template, firefox_version
+from harness.paths import RUN_ROOT
 
 PROFILER = {
     "MOZ_PROFILER_STARTUP": "1",

@@ -8,26 +8,21 @@ machine noise spreads evenly; prints the median of geckodriver start, new
 session (Firefox's launch up to its Marionette handshake), BiDi and the chrome
 script, and the whole browser start, per variant.
 
-    .venv/bin/python benchmarks/browser_start.py --variant noprelaunch=dom.ipc.processPrelaunch.enabled=false
+    .venv/bin/python -m benchmarks.browser_start --variant noprelaunch=dom.ipc.processPrelaunch.enabled=false
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from harness.browser.account import BrowserAccount  # noqa: E402
-from harness.browser.prefs import DNS_CURRENT, load_prefs  # noqa: E402
-from harness.browser.session import BrowserSession  # noqa: E402
-from harness.browser.template import ensure_template, firefox_version  # noqa: E402
-from harness.paths import RUN_ROOT  # noqa: E402
+from harness.browser.account import BrowserAccount
+from harness.browser.prefs import DNS_CURRENT, load_prefs
+from harness.browser.session import BrowserSession
+from harness.browser.template import ensure_template, firefox_version
+from harness.paths import RUN_ROOT
 
 
 def parse_variant(text: str) -> tuple[str, dict]:

@@ -7,7 +7,7 @@ runs again with the same command. At the end: every planned visit recorded once,
 during a fault (a failure the harness caused, blamed on a protocol), no orphan HAR or .part, nothing left
 running in the client namespace, and after `lab down` no namespace and no process of the lab.
 
-    .venv/bin/python benchmarks/chaos.py --visits 300 --faults 100 --seed 1
+    .venv/bin/python -m benchmarks.chaos --visits 300 --faults 100 --seed 1
 """
 
 from __future__ import annotations
@@ -28,13 +28,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from harness import netns
+from harness.shaping.userspace import DELAYER
+from harness.study import load_study
 
-from harness import netns  # noqa: E402
-from harness.shaping.userspace import DELAYER  # noqa: E402
-from harness.study import load_study  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CONFIGURATIONS = 6  # near over do53, dot, doh; on wired and 4g
 KINDS = ["crawl", "firefox", "geckodriver", "stubby", "delayer", "stop-resolver", "disk-full"]
@@ -346,8 +344,7 @@ def _cmdline(pid: int) -> str:
 
 
 def main() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from benchlab import add_lab_arguments, fresh_lab
+    from benchmarks.benchlab import add_lab_arguments, fresh_lab
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--visits", type=int, default=300)

@@ -13,7 +13,7 @@ number of workers for this host (`harness/distributed/capacity.py`): N when
 the crowded onLoad cannot be told from the alone one (p >= alpha and the
 interval within the analysis profile's indistinguishable band), else 1.
 
-    .venv/bin/python benchmarks/contamination.py --workers 2 --sites 20
+    .venv/bin/python -m benchmarks.contamination --workers 2 --sites 20
 """
 
 from __future__ import annotations
@@ -28,23 +28,20 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 from scipy import stats
 
+from analysis.settings import load_settings
+from analysis.stats import median_interval
+from harness.distributed.broker import RedisService
+from harness.distributed.capacity import CAPACITY_FILE, record_capacity
+from harness.distributed.coordinator import Coordinator
+from harness.lab.config import load_lab_config
+from harness.lab.lab import Lab
+from harness.store import Store
+from harness.study import load_study
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rich.console import Console  # noqa: E402
-
-from analysis.settings import load_settings  # noqa: E402
-from analysis.stats import median_interval  # noqa: E402
-from harness.distributed.broker import RedisService  # noqa: E402
-from harness.distributed.capacity import CAPACITY_FILE, record_capacity  # noqa: E402
-from harness.distributed.coordinator import Coordinator  # noqa: E402
-from harness.lab.config import load_lab_config  # noqa: E402
-from harness.lab.lab import Lab  # noqa: E402
-from harness.store import Store  # noqa: E402
-from harness.study import load_study  # noqa: E402
 
 STUDY = """
 name = "{name}"

@@ -8,7 +8,7 @@ is measured is the coordinator's side alone: queue, collect, write the HAR
 (fsynced), record the visit (a committed transaction). Prints visits per
 second, median and over the whole run, with the store checked against the plan.
 
-    .venv/bin/python benchmarks/coordinator.py --visits 2000 --vantage-points 4
+    .venv/bin/python -m benchmarks.coordinator --visits 2000 --vantage-points 4
 """
 
 from __future__ import annotations
@@ -26,18 +26,16 @@ import time
 import uuid
 from pathlib import Path
 
+from rich.console import Console
+
+from harness.distributed.app import VISIT_TASK, make_app, queue_of
+from harness.distributed.broker import RedisService
+from harness.distributed.coordinator import Coordinator
+from harness.distributed.messages import har_payload, visit_of
+from harness.store import Store
+from harness.study import load_study
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rich.console import Console  # noqa: E402
-
-from harness.distributed.app import VISIT_TASK, make_app, queue_of  # noqa: E402
-from harness.distributed.broker import RedisService  # noqa: E402
-from harness.distributed.coordinator import Coordinator  # noqa: E402
-from harness.distributed.messages import har_payload, visit_of  # noqa: E402
-from harness.store import Store  # noqa: E402
-from harness.study import load_study  # noqa: E402
 
 STUDY = """
 name = "coordinator-bench"
@@ -122,7 +120,12 @@ def main() -> None:
     per_place = -(-args.visits // (2 * len(places)))  # sites, 2 configurations each
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     workers = [
-        subprocess.Popen([sys.executable, __file__, "--serve", p, url], env=env, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.coordinator", "--serve", p, url],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
         for p in places
     ]
     try:

@@ -4,7 +4,7 @@ Cold means no lab of this prefix is running; the synthetic web's cache is
 warm (it is built once per site list, page shape and seed). The first-time
 web generation is timed separately, into a scratch cache directory.
 
-    .venv/bin/python benchmarks/lab_updown.py [--runs 5]
+    .venv/bin/python -m benchmarks.lab_updown [--runs 5]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import statistics
 import tempfile
 import time
 
-from benchlab import add_lab_arguments  # benchmarks run as scripts: their directory is on the path
+from benchmarks.benchlab import add_lab_arguments
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Targets: the plan in at most 10 s; planning and bookkeeping at most 10 ms per visit.
 
-    .venv/bin/python benchmarks/plan_store.py [--bookkeeping 2000]
+    .venv/bin/python -m benchmarks.plan_store [--bookkeeping 2000]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ starts; the last as the last visit starts (the crawl exits right after it). It e
 last samples, the peak, and the slope per visit of the per-row lowest RSS (what the crawl holds between
 visits; a leak raises it) and of /run, each with its extrapolation to a week.
 
-    .venv/bin/python benchmarks/resources.py --visits 2000 --every 100
+    .venv/bin/python -m benchmarks.resources --visits 2000 --every 100
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
+from benchmarks.benchlab import add_lab_arguments, fresh_lab
+from harness.logs import DEFAULT_LIMIT, used_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from harness.logs import DEFAULT_LIMIT, used_bytes  # noqa: E402
 
 CONFIGURATIONS = 6  # near and far, each over do53, dot and doh
 

@@ -11,7 +11,7 @@ and in each times --connections new DoT connections to `near` on the unshaped li
 its connection's TCP and TLS setup: from the end of the client's handshake to the
 answer, where the Nagle stall shows.
 
-    .venv/bin/python benchmarks/resumption.py [--connections 50] [--rounds 3] [--prefix P --subnet S]
+    .venv/bin/python -m benchmarks.resumption [--connections 50] [--rounds 3] [--prefix P --subnet S]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import statistics
 from typing import TYPE_CHECKING
 from unittest import mock
 
-from benchlab import add_lab_arguments  # benchmarks run as scripts: their directory is on the path
+from benchmarks.benchlab import add_lab_arguments
 
 if TYPE_CHECKING:
     from harness.lab.lab import Lab

@@ -7,7 +7,7 @@ another, 3G with its rate 10 % off) to show the verdict, time switches between p
 `--tcp-seconds`, measure TCP goodput per direction with iperf3 (information: it depends on the
 congestion control and the loss, which is why the check measures the bottleneck with UDP instead).
 
-    .venv/bin/python benchmarks/shaping.py [--probes 200] [--seconds 0] [--repeat 3] [--switches 10]
+    .venv/bin/python -m benchmarks.shaping [--probes 200] [--seconds 0] [--repeat 3] [--switches 10]
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import statistics
 import subprocess
 import time
 
-from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
-
+from benchmarks.benchlab import add_lab_arguments, fresh_lab
 from harness.place import ProbePeer
 from harness.shaping.profile import LinkProfile
 

@@ -6,7 +6,7 @@ packets' own: the query leaving to the answer arriving. Prints the median and
 95th percentile of the overhead per protocol (target: median <= 0.2 ms), then
 the cold-connection costs under a shaped link, in RTTs.
 
-    .venv/bin/python benchmarks/timer_accuracy.py [--queries 500] [--network 4g-symmetric]
+    .venv/bin/python -m benchmarks.timer_accuracy [--queries 500] [--network 4g-symmetric]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
+from benchmarks.benchlab import add_lab_arguments, fresh_lab
 
 
 def quantile(values: list[float], q: float) -> float:

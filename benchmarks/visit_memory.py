@@ -7,7 +7,7 @@ visit. A leak raises the held bytes visit after visit; a large page raises the p
 fragmentation, the RSS, but the held bytes come back to where they were. tracemalloc's own bookkeeping
 raises the RSS too: read RSS from benchmarks/resources.py, not from here.
 
-    .venv/bin/python benchmarks/visit_memory.py [--small 3] [--large 3] [--url-large https://salesforce.com/]
+    .venv/bin/python -m benchmarks.visit_memory [--small 3] [--large 3] [--url-large https://salesforce.com/]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
-from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
+from benchmarks.benchlab import add_lab_arguments, fresh_lab
 
 MIB = 1024 * 1024
 

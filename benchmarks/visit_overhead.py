@@ -7,7 +7,7 @@ overhead per arm and its split into profile preparation, browser start,
 navigation beyond onLoad, HAR assembly (collect + build + write) and
 shutdown, and the arm's own set-up and proof work.
 
-    .venv/bin/python benchmarks/visit_overhead.py [--visits 30] [--url https://google.com/] [--protocols do53,doq]
+    .venv/bin/python -m benchmarks.visit_overhead [--visits 30] [--url https://google.com/] [--protocols do53,doq]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlab import add_lab_arguments, fresh_lab  # benchmarks run as scripts: their directory is on the path
+from benchmarks.benchlab import add_lab_arguments, fresh_lab
 
 
 def main() -> None:

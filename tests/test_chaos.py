@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-from chaos import EVERY_KIND_FROM, KINDS, LATE, Chaos, ChaosReport, Fault, check_lab_gone, kinds_check, pick_kind  # noqa: E402
+from benchmarks.chaos import (
+    EVERY_KIND_FROM,
+    KINDS,
+    LATE,
+    Chaos,
+    ChaosReport,
+    Fault,
+    check_lab_gone,
+    kinds_check,
+    pick_kind,
+)
 
 
 @pytest.mark.lab

@@ -1,0 +1,1 @@
+"""Scripts that print figures (timings, memory, accuracy); run each as `python -m benchmarks.NAME` from the checkout."""
