@@ -8,8 +8,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,13 +15,11 @@ import pytest
 from harness import netns
 from harness.study import load_study
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
-from tests.lab_tools import study_file
+from tests.helpers import CLI_ENV, DNSSTUDY, ROOT, assert_store_matches_plan, study_file, wait_for
 
 pytestmark = pytest.mark.lab
 
-ROOT = Path(__file__).resolve().parent.parent
-DNSSTUDY = [sys.executable, "-m", "harness.cli"]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = CLI_ENV
 
 
 def crawl_argv(
@@ -56,26 +52,10 @@ def done_visits(store: Path, where: str = "1") -> int:
         db.close()
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
-def assert_store_matches_plan(study: Path, store: Path) -> sqlite3.Connection:
-    """Every planned visit recorded exactly once, in plan order, with its HAR; every block checked and timed."""
+def assert_crawl_complete(study: Path, store: Path) -> sqlite3.Connection:
+    """The store against its plan, and every block checked and timed: each hostname once per configuration."""
+    db = assert_store_matches_plan(study, store)
     plan = load_study(str(study)).plan()
-    db = sqlite3.connect(store)
-    rows = db.execute(
-        "SELECT ordinal, network, site, resolver, protocol, status, visit_id, har_path, error_class "
-        "FROM visits ORDER BY ordinal"
-    ).fetchall()
-    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
-        (v.ordinal, v.network, v.site.domain, v.resolver, v.protocol) for v in plan
-    ]
-    assert all(r[5] == "done" for r in rows) and len({r[6] for r in rows}) == len(plan)
-    assert all(r[7] and Path(r[7]).exists() for r in rows if r[8] == "Successful")
     blocks = {v.block for v in plan}
     checked = {b for (b,) in db.execute("SELECT block FROM link_checks WHERE problem IS NULL")}
     assert checked == blocks
@@ -112,7 +92,7 @@ def test_a_crawl_killed_at_random_moments_resumes_without_losing_or_repeating_a_
     final = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
     assert final.returncode == 0, final.stdout + final.stderr
     assert kills == 4, "the crawl finished before it was killed four times"
-    db = assert_store_matches_plan(study, store)
+    db = assert_crawl_complete(study, store)
     assert db.execute("SELECT COUNT(*) FROM visits WHERE error_class = 'Successful'").fetchone()[0] == 16
     env = dict(db.execute("SELECT key, value FROM environment"))
     assert env["shaping_backend"] in ("userspace", "netem") and env["firefox"] and env["kernel"]
@@ -158,7 +138,7 @@ def test_ctrl_c_stops_after_the_visit_and_harness_failures_are_retried_not_count
     assert client_processes() == []
     resumed = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert_store_matches_plan(study, store)
+    assert_crawl_complete(study, store)
 
 
 def test_a_dead_lab_resolver_stops_the_crawl_instead_of_blaming_the_protocol(private_lab, tmp_path):
@@ -217,7 +197,7 @@ def test_the_demo_brings_up_a_lab_crawls_analyses_and_leaves_nothing(private_lab
     assert (results / "report" / "report.html").exists() and (
         results / "report" / "figures" / "grid-wired.pdf"
     ).exists()
-    assert_store_matches_plan(study, results / "store.sqlite")
+    assert_crawl_complete(study, results / "store.sqlite")
     assert not netns.exists(f"{prefix}-client") and not demo_lab.run_dir.exists()
 
 

@@ -12,7 +12,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,12 +23,10 @@ from harness.distributed.broker import BROKER_DIR, RedisService
 from harness.distributed.worker import halt_key
 from harness.errors import HarnessError
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
-from tests.lab_tools import live_processes_mentioning, study_file
+from tests.helpers import DNSSTUDY, ROOT, hars_on_disk, live_processes_mentioning, study_file
 
 pytestmark = pytest.mark.lab
 
-ROOT = Path(__file__).resolve().parent.parent
-DNSSTUDY = [sys.executable, "-m", "harness.cli"]
 #: A port of the suite's own, from its pool: two suites side by side get two brokers.
 PORT = 16000 + int(TEST_SUBNET.split(".")[2])
 VISIBILITY_S = 45  # a lost worker's visit is handed out again after this long (the default is an hour)
@@ -157,7 +154,7 @@ def check_against_plan(deployed: Deployment) -> None:
     sites = db.execute("SELECT COUNT(DISTINCT site) FROM visits").fetchone()[0]
     assert planned == 2 * sites * 2 and done == planned and ids == planned
     hars = {r[0] for r in db.execute("SELECT har_path FROM visits WHERE har_path IS NOT NULL")}
-    on_disk = {str(p) for p in (deployed.store.parent / "hars").iterdir() if p.name != ".store"}
+    on_disk = hars_on_disk(deployed.store)
     assert hars == on_disk and len(hars) == planned
     assert db.execute("SELECT COUNT(*) FROM blocks").fetchone()[0] == 2  # one wired block per vantage point
     per_place = dict(db.execute("SELECT vantage_point, COUNT(DISTINCT name) FROM timings GROUP BY 1").fetchall())

@@ -14,7 +14,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,14 +22,12 @@ import pytest
 from harness.errors import HarnessError
 from harness.lock import Busy, FileLock, holding
 from harness.station import timed_out
-from harness.study import load_study
 from harness.timer import hostnames_from_hars, read_hostnames
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
-from tests.lab_tools import study_file as crawl_study
+from tests.helpers import CLI_ENV, DNSSTUDY, ROOT, assert_store_matches_plan, hars_on_disk, wait_for
+from tests.helpers import study_file as crawl_study
 
-ROOT = Path(__file__).resolve().parent.parent
-DNSSTUDY = [sys.executable, "-m", "harness.cli"]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = CLI_ENV
 
 
 # -- fast: the lock ---------------------------------------------------------------------
@@ -170,13 +167,6 @@ def done_visits(store: Path) -> int:
         db.close()
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def one_line_error(stderr: str) -> str:
     """The CLI's error, which must be the only line it wrote to stderr."""
     lines = stderr.strip().splitlines()
@@ -184,20 +174,11 @@ def one_line_error(stderr: str) -> str:
     return lines[0]
 
 
-def assert_store_matches_plan(study: Path, store: Path) -> sqlite3.Connection:
-    """Every planned visit recorded exactly once with an existing absolute HAR, the block timed, no orphan left."""
-    plan = load_study(str(study)).plan()
-    db = sqlite3.connect(store)
-    columns = "ordinal, site, resolver, protocol, status, visit_id, har_path"
-    rows = db.execute(f"SELECT {columns} FROM visits ORDER BY ordinal").fetchall()
-    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
-        (v.ordinal, v.site.domain, v.resolver, v.protocol) for v in plan
-    ]
-    assert all(r[4] == "done" for r in rows) and len({r[5] for r in rows}) == len(plan)
-    hars = {r[6] for r in rows if r[6]}
-    assert all(Path(h).is_absolute() and Path(h).exists() for h in hars)
-    on_disk = {str(p) for p in (store.parent / "hars").iterdir() if p.name != ".store"}
-    assert on_disk == hars  # no orphan, no .part
+def assert_crawl_complete(study: Path, store: Path) -> sqlite3.Connection:
+    """The store against its plan, no HAR besides the recorded ones (no orphan, no .part), the block timed."""
+    db = assert_store_matches_plan(study, store)
+    hars = {h for (h,) in db.execute("SELECT har_path FROM visits WHERE har_path IS NOT NULL")}
+    assert hars_on_disk(store) == hars
     assert db.execute("SELECT COUNT(*) FROM blocks").fetchone()[0] == 1
     return db
 
@@ -211,7 +192,7 @@ def test_a_resume_from_elsewhere_skips_unreadable_hars_removes_orphans_and_refus
     done = crawl(crawl_argv(study, "results/store.sqlite"), cwd=first)  # a relative --store
     assert done.returncode == 0, done.stdout + done.stderr
     store = first / "results" / "store.sqlite"
-    db = assert_store_matches_plan(study, store)
+    db = assert_crawl_complete(study, store)
     hars = [Path(h) for (h,) in db.execute("SELECT har_path FROM visits WHERE har_path IS NOT NULL ORDER BY ordinal")]
     # A kill between the block's last visit and its timer run; then one HAR truncated, another lost.
     with db:
@@ -275,7 +256,7 @@ def test_a_frozen_resolver_halts_the_crawl_naming_it_and_the_crawl_resumes_once_
     db.close()
     resumed = crawl(argv)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert_store_matches_plan(study, store)
+    assert_crawl_complete(study, store)
 
 
 @pytest.mark.lab
@@ -354,7 +335,7 @@ def test_a_full_disk_halts_the_crawl_in_one_line_and_it_resumes_once_there_is_sp
         (disk / "filler").unlink()
         resumed = crawl(argv)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        assert_store_matches_plan(study, store)
+        assert_crawl_complete(study, store)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
 

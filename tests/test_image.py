@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, TEST_POOL, TEST_PREFIX
-from tests.lab_tools import live_processes_mentioning
+from tests.helpers import live_processes_mentioning
 
 COMPOSE = ROOT / "docker" / "compose.yaml"
 IMAGE = "localhost/dnsstudy-test:latest"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab.zones import web_address
-from tests.lab_tools import dig_ms, dns_query_file, doh_get_param, in_ns, median
+from tests.helpers import dig_ms, dns_query_file, doh_get_param, in_ns, median
 
 pytestmark = pytest.mark.lab
 

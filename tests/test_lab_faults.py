@@ -7,19 +7,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from harness.lab.lab import Lab
-from tests.lab_tools import in_ns, live_processes_mentioning, mounts_mentioning, namespace_exists
+from tests.helpers import DNSSTUDY, ROOT, in_ns, live_processes_mentioning, mounts_mentioning, namespace_exists
 
 pytestmark = pytest.mark.lab
-
-ROOT = Path(__file__).resolve().parent.parent
-DNSSTUDY = [sys.executable, "-m", "harness.cli"]
 
 
 def _cli(*args: str, env: dict | None = None, no_caps: bool = False) -> subprocess.CompletedProcess[str]:

@@ -36,9 +36,8 @@ from harness.sitelist import Site
 from harness.status import store_status
 from harness.store import Store
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
-from tests.lab_tools import study_file
+from tests.helpers import ROOT, study_file, wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATIONS = [("near", "do53"), ("near", "doh")]
 T0 = 1_800_000_000.0  # 2027-01-15: any fixed moment
 
@@ -377,13 +376,6 @@ def _crawl(study: Path, store: Path, log: Path) -> subprocess.Popen:
         return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def _progress_lines(log: Path, crawl: subprocess.Popen | None = None) -> list[str]:
     """The progress lines so far (while ``crawl`` runs: one that ended early fails the test with its log)."""
     text = log.read_text()
@@ -414,7 +406,7 @@ def test_a_crawl_logs_progress_to_a_file_and_status_follows_it_through_a_kill(la
         first = _crawl(study, store, tmp_path / "first.log")
         try:
             # Progress lines arrive while the crawl runs, not at its end.
-            _wait_for(
+            wait_for(
                 lambda: any(" 1/8 visits" in line for line in _progress_lines(tmp_path / "first.log", first)),
                 200,
                 "a line",
@@ -422,7 +414,7 @@ def test_a_crawl_logs_progress_to_a_file_and_status_follows_it_through_a_kill(la
             assert first.poll() is None
             code, out = status(store)
             assert code == 3 and f"RUNNING: crawler pid {first.pid} " in out and ", alive" in out, out
-            _wait_for(lambda: _browser_running(namespace), 60, "a visit's browser")
+            wait_for(lambda: _browser_running(namespace), 60, "a visit's browser")
             first.send_signal(signal.SIGKILL)
             first.wait()
         finally:

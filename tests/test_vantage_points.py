@@ -22,7 +22,7 @@ from harness.plan import make_plan
 from harness.sitelist import Site
 from harness.store import Store
 from harness.study import load_study
-from tests.lab_tools import study_file
+from tests.helpers import study_file
 from tests.synthetic import make_store
 
 SITES = [Site(f"s{i}.test", i + 1, "top") for i in range(5)]

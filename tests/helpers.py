@@ -1,17 +1,60 @@
-"""Helpers for integration tests: run real clients inside a lab namespace."""
+"""Helpers every test module shares: the CLI as a user runs it, waiting, the store against its plan,
+and real clients run inside a lab namespace."""
 
 from __future__ import annotations
 
 import base64
 import os
+import sqlite3
 import statistics
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dns.message
 
 from harness import netns
+from harness.study import load_study
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The CLI as a subprocess, from the checkout under test (never an installed copy elsewhere).
+DNSSTUDY = [sys.executable, "-m", "harness.cli"]
+#: The environment for it: the checkout first on the path, whatever the working directory.
+CLI_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, every: float = 0.2) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
+def hars_on_disk(store: Path) -> set[str]:
+    """The HAR files beside a store (its `.store` marker aside), as absolute paths."""
+    return {str(p) for p in (store.parent / "hars").iterdir() if p.name != ".store"}
+
+
+def assert_store_matches_plan(study: Path, store: Path) -> sqlite3.Connection:
+    """Every planned visit recorded exactly once, in plan order, done, with an existing absolute HAR wherever
+    it has one; returns the open store for the caller's own checks."""
+    plan = load_study(str(study)).plan()
+    db = sqlite3.connect(store)
+    rows = db.execute(
+        "SELECT ordinal, network, site, resolver, protocol, status, visit_id, har_path, error_class "
+        "FROM visits ORDER BY ordinal"
+    ).fetchall()
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+        (v.ordinal, v.network, v.site.domain, v.resolver, v.protocol) for v in plan
+    ]
+    assert all(r[5] == "done" for r in rows) and len({r[6] for r in rows}) == len(plan)
+    assert all(Path(r[7]).is_absolute() and Path(r[7]).exists() for r in rows if r[7])
+    assert all(r[7] for r in rows if r[8] == "Successful")
+    return db
 
 
 def in_ns(namespace: str, *argv: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
