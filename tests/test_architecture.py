@@ -143,3 +143,62 @@ def test_no_module_or_function_is_too_long_to_read_whole(package):
             if length > MAX_FUNCTION_LINES:
                 too_long.append(f"{rel}:{function.lineno} {function.name}: {length} lines")
     assert too_long == [], "over the limits: " + "; ".join(too_long)
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _module_path(name: str) -> str:
+    path = ROOT / Path(*name.split("."))
+    return str((path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).relative_to(ROOT))
+
+
+def test_docs_architecture_names_every_module():
+    text = ARCHITECTURE.read_text()
+    missing = [path for path in map(_module_path, sorted(_modules())) if f"`{path}`" not in text]
+    missing = [m for m in missing if not m.endswith("__init__.py") or m.replace("__init__.py", "") not in text]
+    assert missing == [], f"docs/architecture.md does not name: {', '.join(missing)}"
+
+
+def layers_from_docs(text: str) -> dict[str, int]:
+    """The layer table of docs/architecture.md: each path (a module, or a folder ending in /) -> its layer."""
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    table: dict[str, int] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0][:1].isdigit():
+            continue
+        level = int(cells[0].split()[0])
+        for path in cells[1].replace("`", "").split(","):
+            if path.strip():
+                table[path.strip()] = level
+    return table
+
+
+def layer_of(module_path: str, table: dict[str, int]) -> int | None:
+    """The layer of the most specific entry that covers ``module_path`` (the file itself, else its folders)."""
+    if module_path in table:
+        return table[module_path]
+    folders = [p for p in table if p.endswith("/") and module_path.startswith(p)]
+    return table[max(folders, key=len)] if folders else None
+
+
+def test_imports_run_downward_through_the_documented_layers():
+    table = layers_from_docs(ARCHITECTURE.read_text())
+    graph = import_graph()
+    layers = {name: layer_of(_module_path(name), table) for name in graph}
+    assert [n for n, level in layers.items() if level is None] == [], "modules with no layer in docs/architecture.md"
+    upward = [
+        f"{name} (layer {layers[name]}) imports {dep} (layer {layers[dep]})"
+        for name, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if (layers[dep] or 0) > (layers[name] or 0)
+    ]
+    assert upward == [], "imports against the layers: " + "; ".join(upward)
+
+
+def test_the_layer_table_reader_takes_folders_and_files():
+    text = "## Layers\n\n| layer | paths |\n| --- | --- |\n| 2 runs | `a/run.py`, `a/b/` |\n| 1 base | `a/` |\n"
+    table = layers_from_docs(text)
+    assert layer_of("a/run.py", table) == 2 and layer_of("a/b/c.py", table) == 2 and layer_of("a/x.py", table) == 1
+    assert layer_of("z/y.py", table) is None
