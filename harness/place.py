@@ -9,7 +9,7 @@ Every place has the same shape on the client's side:
 so the browser, the arms, the timer and the shaper work the same way in
 both. What differs (where resolvers come from, whether a probe peer exists
 for link checks, how to bring it up) is behind this interface; nothing
-outside `harness/lab/lab.py` and `harness/internet.py` asks which one it has.
+outside `harness/lab/` and `harness/internet/` asks which one it has.
 """
 
 from __future__ import annotations
