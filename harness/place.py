@@ -155,6 +155,13 @@ class Place(ABC):
     def up_command(self) -> str:
         """The command that brings this place up, for error messages."""
 
+    @abstractmethod
+    def bring_up(self) -> bool:
+        """Bring the place up from what it already knows (`worker --up`); False if it was up already.
+
+        A place that needs more than that (an Internet side needs its interface) raises a one-line HarnessError.
+        """
+
     def served_sites(self) -> set[str] | None:
         """The sites this place's web serves, or None where any site may be visited (the Internet)."""
         return None

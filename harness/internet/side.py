@@ -83,6 +83,10 @@ class InternetSide(Place):
     def up_command(self) -> str:
         return f"dnsstudy internet up --interface IF --name {self.name}"
 
+    def bring_up(self) -> bool:
+        """Refused: which interface and resolvers a side uses is the user's choice, made with `internet up`."""
+        raise HarnessError("worker --up brings up a lab; an Internet side needs 'dnsstudy internet up' first")
+
     # The addresses: client link .0/30, host link .4/30.
     @property
     def client_address(self) -> str:

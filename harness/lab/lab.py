@@ -116,6 +116,10 @@ class Lab(Place):
     def up_command(self) -> str:
         return "dnsstudy lab up"
 
+    def bring_up(self) -> bool:
+        """`lab up` with the lab's profile (a no-op if it is up)."""
+        return self.up()
+
     def resolver_names(self) -> list[str]:
         return [r.name for r in self.config.settings.resolvers]
 
