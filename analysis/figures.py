@@ -28,6 +28,7 @@ LINESTYLES = ["-", "--", ":", "-."]
 SLOWER, FASTER = "#c0392b", "#2471a3"  # the row is slower (red) or faster (blue) than the column
 DISAGREE = "#7d3c98"  # frames a cell whose median and mean disagree in sign: neither red nor blue
 CDF_POINTS = 400  # a CDF is drawn through this many quantiles at most
+SHADE_ALPHAS = [0.0, 0.18, 0.38, 0.6]  # a grid cell's shade by the median's size (stats.shade_of: 0 to 3)
 
 sns.set_theme(style="whitegrid", context="paper")
 
@@ -87,7 +88,6 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
     n = len(order)
     fig, axes = plt.subplots(n, n, figsize=(1.9 * n + 1, 1.7 * n + 1.2), squeeze=False)
     by_pair = {(c.row, c.column): c for c in cells}
-    alphas = [0.0, 0.18, 0.38, 0.6]
     for i, row in enumerate(order):
         for j, column in enumerate(order):
             ax = axes[i][j]
@@ -109,21 +109,7 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
             cell = by_pair[(row, column)]
             st = cell.statistics
             if i > j:
-                if len(cell.differences):
-                    x, y = _ecdf(cell.differences / 1000)
-                    ax.plot(x, y, color="black", linewidth=0.9)
-                    ax.axvline(0, color="grey", linewidth=0.5)
-                    if st.median_ms is not None:
-                        ax.axvline(st.median_ms / 1000, color="black", linestyle="--", linewidth=0.8)
-                    if st.mean_ms is not None:
-                        ax.axvline(st.mean_ms / 1000, color="black", linestyle=":", linewidth=0.9)
-                    ax.set_xlim(*_symmetric(cell.differences / 1000))
-                    ax.tick_params(labelsize=5)
-                    ax.set_xticks(np.round(np.linspace(*_symmetric(cell.differences / 1000), 3), 2))
-                if st.median_ms is not None and st.shade:
-                    ax.set_facecolor(
-                        matplotlib.colors.to_rgba(SLOWER if st.median_ms > 0 else FASTER, alphas[st.shade])
-                    )
+                _draw_difference_cdf(ax, cell)
             else:
                 ax.text(0.5, 0.5, _cell_text(st, large), ha="center", va="center", fontsize=5.5)
             if st.sign_disagrees:
@@ -141,6 +127,24 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
     )
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
+
+
+def _draw_difference_cdf(ax: plt.Axes, cell: Cell) -> None:
+    """A cell below the diagonal: the CDF of row - column (s), median dashed, mean dotted, shaded by the median."""
+    st = cell.statistics
+    if len(cell.differences):
+        x, y = _ecdf(cell.differences / 1000)
+        ax.plot(x, y, color="black", linewidth=0.9)
+        ax.axvline(0, color="grey", linewidth=0.5)
+        if st.median_ms is not None:
+            ax.axvline(st.median_ms / 1000, color="black", linestyle="--", linewidth=0.8)
+        if st.mean_ms is not None:
+            ax.axvline(st.mean_ms / 1000, color="black", linestyle=":", linewidth=0.9)
+        ax.set_xlim(*_symmetric(cell.differences / 1000))
+        ax.tick_params(labelsize=5)
+        ax.set_xticks(np.round(np.linspace(*_symmetric(cell.differences / 1000), 3), 2))
+    if st.median_ms is not None and st.shade:
+        ax.set_facecolor(matplotlib.colors.to_rgba(SLOWER if st.median_ms > 0 else FASTER, SHADE_ALPHAS[st.shade]))
 
 
 def _cell_text(st: PairStatistics, large_ms: float) -> str:

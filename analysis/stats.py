@@ -120,23 +120,10 @@ def _verdict(low: float, high: float, indistinguishable_ms: float) -> str:
     return "inconclusive"
 
 
-def compare(
-    differences: np.ndarray,
-    confidence: float,
-    indistinguishable_ms: float,
-    thresholds: tuple[float, float, float],
-    min_pairs: int,
-    large_ms: float,
+def _descriptive_statistics(
+    d: np.ndarray, indistinguishable_ms: float, thresholds: tuple[float, float, float], large_ms: float
 ) -> PairStatistics:
-    """Statistics of paired differences (row - column).
-
-    "indistinguishable" needs the whole interval within +-indistinguishable_ms,
-    not just the median; "row slower"/"row faster" need the interval to exclude
-    zero; anything else is "inconclusive". The descriptive statistics (mean,
-    p10, p90, shares past +-large_ms) are given whenever there is a pair, the
-    interval, p-value and verdict only from ``min_pairs`` pairs on.
-    """
-    d = np.asarray(differences, dtype=float)
+    """The descriptive statistics of the differences ``d``, with no interval, p-value or verdict yet."""
     n = len(d)
     if n == 0:
         return PairStatistics(
@@ -156,7 +143,7 @@ def compare(
         )
     median, mean = float(np.median(d)), float(np.mean(d))
     p10, p90 = (float(q) for q in np.percentile(d, [10, 90]))  # linear interpolation: p10(-d) == -p90(d)
-    described = PairStatistics(
+    return PairStatistics(
         pairs=n,
         median_ms=median,
         ci_low_ms=None,
@@ -171,7 +158,27 @@ def compare(
         verdict="too few pairs",
         shade=shade_of(median, thresholds),
     )
-    if n < min_pairs:
+
+
+def compare(
+    differences: np.ndarray,
+    confidence: float,
+    indistinguishable_ms: float,
+    thresholds: tuple[float, float, float],
+    min_pairs: int,
+    large_ms: float,
+) -> PairStatistics:
+    """Statistics of paired differences (row - column).
+
+    "indistinguishable" needs the whole interval within +-indistinguishable_ms,
+    not just the median; "row slower"/"row faster" need the interval to exclude
+    zero; anything else is "inconclusive". The descriptive statistics (mean,
+    p10, p90, shares past +-large_ms) are given whenever there is a pair, the
+    interval, p-value and verdict only from ``min_pairs`` pairs on.
+    """
+    d = np.asarray(differences, dtype=float)
+    described = _descriptive_statistics(d, indistinguishable_ms, thresholds, large_ms)
+    if len(d) == 0 or len(d) < min_pairs:
         return described
     low, high = median_interval(d, confidence)
     return replace(

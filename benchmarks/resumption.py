@@ -42,12 +42,12 @@ def variant_lab(args: argparse.Namespace, variant: str) -> Lab:
 
 def bring_up(lab: Lab, variant: str) -> None:
     """Bring the lab up fresh; `stalled` leaves unbound without the nodelay shim."""
-    import harness.lab.lab as lab_module
+    import harness.lab.servers as servers_module
 
     lab.down()
     # A loaded machine may take longer than `lab up`'s 10 s to start nginx on every address.
     if variant == "stalled":
-        with mock.patch.object(lab_module, "nodelay_env", lambda: {}):
+        with mock.patch.object(servers_module, "nodelay_env", lambda: {}):
             lab.up(wait=60)
     else:
         lab.up(wait=60)

@@ -25,7 +25,7 @@ from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.place import ClientSide, Place, Resolver
 from harness.profile import load_profile
-from harness.shaping.check import probe_rtt
+from harness.shaping.probes import probe_rtt
 from harness.shaping.profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import TimerSettings, Timing, parse_output, start_timer, time_names, timer_protocols

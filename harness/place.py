@@ -9,7 +9,7 @@ Every place has the same shape on the client's side:
 so the browser, the arms, the timer and the shaper work the same way in
 both. What differs (where resolvers come from, whether a probe peer exists
 for link checks, how to bring it up) is behind this interface; nothing
-outside `harness/lab/lab.py` and `harness/internet.py` asks which one it has.
+outside `harness/lab/` and `harness/internet/` asks which one it has.
 """
 
 from __future__ import annotations
@@ -154,6 +154,13 @@ class Place(ABC):
     @abstractmethod
     def up_command(self) -> str:
         """The command that brings this place up, for error messages."""
+
+    @abstractmethod
+    def bring_up(self) -> bool:
+        """Bring the place up from what it already knows (`worker --up`); False if it was up already.
+
+        A place that needs more than that (an Internet side needs its interface) raises a one-line HarnessError.
+        """
 
     def served_sites(self) -> set[str] | None:
         """The sites this place's web serves, or None where any site may be visited (the Internet)."""

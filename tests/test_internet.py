@@ -41,14 +41,10 @@ from harness import netns
 from harness.arms import make_arm
 from harness.cli import main
 from harness.errors import HarnessError
-from harness.internet import (
-    GUARD_TABLE,
-    IP_FORWARD,
-    InternetSide,
-    forwarding_record,
-    host_resolver_allowance,
-    internet_config,
-)
+from harness.internet.config import internet_config
+from harness.internet.firewall import host_resolver_allowance
+from harness.internet.forwarding import GUARD_TABLE, IP_FORWARD, forwarding_record
+from harness.internet.side import InternetSide
 from harness.lab.lab import Lab
 from harness.place import Resolver
 from harness.shaping.profile import load_link_profile

@@ -68,7 +68,7 @@ def test_unknown_profile_name_lists_the_known_ones():
         load_link_profile("5g")
 
 
-# The rate check (harness/shaping/check.py): its plans for every shipped profile, its estimator on a
+# The rate check (harness/shaping/rate.py, verdicts.py): its plans for every shipped profile, its estimator on a
 # simulated token bucket, and its verdict. The lab tests in test_shaping.py run it on real links.
 
 SHAPED = [(name, way) for name in available_profiles() for way in ("uplink", "downlink")]
@@ -111,7 +111,7 @@ def stamps(times: list[float]) -> list[int]:
 
 
 def test_the_rate_verdict_holds_within_the_tolerance_only():
-    from harness.shaping.check import rate_ok
+    from harness.shaping.verdicts import rate_ok
 
     assert rate_ok(1.049, 1.0) is True and rate_ok(0.951, 1.0) is True
     assert rate_ok(1.051, 1.0) is False and rate_ok(0.949, 1.0) is False
@@ -121,7 +121,7 @@ def test_the_rate_verdict_holds_within_the_tolerance_only():
 
 @pytest.mark.parametrize("name, way", SHAPED)
 def test_every_shipped_rate_gets_a_plan_that_overloads_it_and_is_long_enough(name, way):
-    from harness.shaping.check import (
+    from harness.shaping.rate import (
         RATE_OVERLOAD,
         RATE_PRECISION,
         TBF_BURST_BYTES,
@@ -146,7 +146,7 @@ def test_every_shipped_rate_gets_a_plan_that_overloads_it_and_is_long_enough(nam
 
 
 def test_the_test_lasts_longer_at_3g_than_at_4g_because_it_needs_frames_not_seconds():
-    from harness.shaping.check import plan_rate
+    from harness.shaping.rate import plan_rate
 
     slow = plan_rate(load_link_profile("3g").downlink, FRAME_BITS)
     fast = plan_rate(load_link_profile("4g").downlink, FRAME_BITS)
@@ -157,7 +157,8 @@ def test_the_test_lasts_longer_at_3g_than_at_4g_because_it_needs_frames_not_seco
 
 @pytest.mark.parametrize("name, way", [s for s in SHAPED if load_link_profile(s[0]).model_dump()[s[1]]["rate_mbit"]])
 def test_the_estimate_lands_on_the_buckets_rate_and_the_warmup_is_what_keeps_it_there(name, way):
-    from harness.shaping.check import TBF_BURST_BYTES, bottleneck_rate, plan_rate, rate_ok
+    from harness.shaping.rate import TBF_BURST_BYTES, bottleneck_rate, plan_rate
+    from harness.shaping.verdicts import rate_ok
 
     direction = getattr(load_link_profile(name), way)
     plan = plan_rate(direction, FRAME_BITS)
@@ -181,7 +182,8 @@ def test_the_estimate_lands_on_the_buckets_rate_and_the_warmup_is_what_keeps_it_
 @pytest.mark.parametrize("name, way", [s for s in SHAPED if load_link_profile(s[0]).model_dump()[s[1]]["rate_mbit"]])
 def test_a_link_with_no_bottleneck_reads_off_target(name, way):
     """A faster link passes the whole flow: thinned by the loss (seeds vary it), it still reads too high."""
-    from harness.shaping.check import bottleneck_rate, plan_rate, rate_ok
+    from harness.shaping.rate import bottleneck_rate, plan_rate
+    from harness.shaping.verdicts import rate_ok
 
     direction = getattr(load_link_profile(name), way)
     plan = plan_rate(direction, FRAME_BITS)
@@ -195,7 +197,7 @@ def test_a_link_with_no_bottleneck_reads_off_target(name, way):
 
 
 def test_nothing_arriving_is_no_rate():
-    from harness.shaping.check import bottleneck_rate
+    from harness.shaping.rate import bottleneck_rate
 
     assert bottleneck_rate([], FRAME_BITS, 0.5) is None
     assert bottleneck_rate([1_000_000_000], FRAME_BITS, 0.0) is None
@@ -208,7 +210,7 @@ def test_a_healthy_link_fails_the_loss_verdict_at_most_5_percent_of_the_time(nam
     """The chance that a link losing exactly the profile's share of probes reads off target, summed exactly."""
     from scipy.stats import binom
 
-    from harness.shaping.check import binomial_interval
+    from harness.shaping.verdicts import binomial_interval
 
     for direction in (load_link_profile(name).uplink, load_link_profile(name).downlink):
         p, target = direction.loss_percent / 100, direction.loss_percent
@@ -222,7 +224,7 @@ def test_a_healthy_link_fails_the_loss_verdict_at_most_5_percent_of_the_time(nam
 
 
 def test_the_loss_interval_is_exact_at_the_edges():
-    from harness.shaping.check import binomial_interval
+    from harness.shaping.verdicts import binomial_interval
 
     assert binomial_interval(0, 200)[0] == 0.0 and binomial_interval(200, 200)[1] == 100.0
     assert binomial_interval(0, 0) == (0.0, 100.0)  # nothing sent: anything is possible
@@ -234,7 +236,7 @@ def test_the_loss_interval_is_exact_at_the_edges():
 def test_the_loss_interval_is_clopper_pearson():
     from scipy.stats import binomtest
 
-    from harness.shaping.check import binomial_interval
+    from harness.shaping.verdicts import binomial_interval
 
     for n in (1, 7, 200, 300, 1000):
         for lost in sorted({k for k in (0, 1, 2, 3, 4, 9, n // 2, n - 1, n) if k <= n}):
@@ -249,7 +251,7 @@ def test_a_link_check_does_not_load_scipy_into_the_crawl():
     import sys
 
     code = (
-        "import sys; from harness.shaping.check import binomial_interval; binomial_interval(3, 200); "
-        "sys.exit('scipy' in sys.modules)"
+        "import sys, harness.shaping.check; from harness.shaping.verdicts import binomial_interval; "
+        "binomial_interval(3, 200); sys.exit('scipy' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

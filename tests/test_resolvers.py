@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import HarnessError
-from harness.internet import internet_config
+from harness.internet.config import internet_config
 from harness.resolvers import available_resolvers, host_resolver, load_resolver
 
 

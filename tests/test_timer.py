@@ -20,7 +20,7 @@ import pytest
 from harness import netns
 from harness.bench import Handshake, LossSweep, Repeat, handshake, loss_sweep, repeat
 from harness.capture import capture, do53_wire_us, is_marker
-from harness.shaping.check import probe_rtt
+from harness.shaping.probes import probe_rtt
 from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import BIN, TimerSettings, Timing, time_names, timer_argv, timer_protocols

@@ -227,3 +227,33 @@ def test_a_result_is_recorded_only_for_its_own_visit_and_a_har_name_is_a_name():
     assert HAR_NAME.match("0123abcd" * 4 + ".har.gz")
     assert not any(HAR_NAME.match(n) for n in (".store", "../x.har.gz", "x/../../etc.har", "a.har.gz.part"))
     assert visit_task_id("p1", "s", one) != visit_task_id("p2", "s", one)  # another store's tasks are not ours
+
+
+@pytest.mark.parametrize("kind", ["lab", "internet"])
+def test_worker_up_brings_a_lab_up_and_refuses_an_internet_side(monkeypatch, kind):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from harness.internet.config import internet_config
+    from harness.internet.side import InternetSide
+    from harness.lab.lab import Lab
+
+    ran: list[str] = []
+
+    def run_worker(*args: object) -> int:
+        ran.append("worker")
+        return 0
+
+    monkeypatch.setattr(Lab, "up", lambda self: True)  # a lab that was down and is now up
+    monkeypatch.setattr("harness.distributed.worker.run_worker", run_worker)
+    argv = ["worker", "--vantage", "v", "--broker", "redis://:pw@127.0.0.1:1/0", "--up", "--prefix", "dsup"]
+    if kind == "internet":
+        side = InternetSide(internet_config("dsup", "eth0"))
+        monkeypatch.setattr("harness.cli.distributed.place_from", lambda *args: side)
+        argv += ["--internet", "dsup"]
+    result = CliRunner().invoke(main, argv)
+    if kind == "lab":
+        assert result.exit_code == 0 and "lab 'dsup' is up" in result.output and ran == ["worker"]
+    else:
+        assert result.exit_code == 2 and ran == []
+        assert "worker --up brings up a lab; an Internet side needs 'dnsstudy internet up' first" in result.output

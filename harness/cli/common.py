@@ -91,7 +91,7 @@ def lab_from(profile: str, prefix: str | None, subnet: str | None) -> Lab:
 def place_from(internet: str | None, profile: str, prefix: str | None, subnet: str | None) -> Place:
     """The named Internet side, or the lab."""
     if internet:
-        from harness.internet import InternetSide
+        from harness.internet.side import InternetSide
 
         return InternetSide.named(internet)
     return lab_from(profile, prefix, subnet)

@@ -129,13 +129,8 @@ def worker(
 
     url = broker_url_from(broker_url, broker_file)
     place = place_from(internet, profile, prefix, subnet)
-    if bring_up:
-        from harness.lab.lab import Lab
-
-        if not isinstance(place, Lab):
-            raise HarnessError("worker --up brings up a lab; an Internet side needs 'dnsstudy internet up' first")
-        if place.up():
-            console.print(f"lab '{place.name}' is up")
+    if bring_up and place.bring_up():
+        console.print(f"{place.kind} '{place.name}' is up")
     sys.exit(run_worker(vantage_point, url, place, backend, visibility_timeout, console))
 
 

@@ -33,7 +33,8 @@ def internet_up(interface: str, name: str, subnet: str, allow: tuple[str, ...]) 
     The client reaches the Internet only: no private, shared, link-local, loopback or multicast address,
     not INTERFACE's own network, nothing of this host, except the resolvers allowed (docs/security.md).
     """
-    from harness.internet import InternetSide, internet_config
+    from harness.internet.config import internet_config
+    from harness.internet.side import InternetSide
 
     side = InternetSide(internet_config(name, interface, subnet))
     made = side.up(allow=allow)
@@ -54,7 +55,8 @@ def internet_up(interface: str, name: str, subnet: str, allow: tuple[str, ...]) 
 @one_line_errors
 def internet_down(name: str) -> None:
     """Remove the namespaces, firewall table and routes; the last side down restores ip_forward."""
-    from harness.internet import InternetSide, internet_config
+    from harness.internet.config import internet_config
+    from harness.internet.side import InternetSide
 
     try:
         side = InternetSide.named(name)
