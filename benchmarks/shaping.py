@@ -21,7 +21,7 @@ import time
 
 from benchmarks.benchlab import add_lab_arguments, fresh_lab
 from harness.place import ProbePeer
-from harness.shaping.profile import LinkProfile
+from harness.shaping.link_profile import LinkProfile
 
 IPERF_PORT = 5201
 WRONG = [("4g", "3g"), ("3g", "4g"), ("wired", "3g"), ("3g@0.9", "3g"), ("3g@1.1", "3g")]  # (shaped, checked as)
@@ -34,7 +34,7 @@ def cpu_seconds(pid: int) -> float:
 
 def link(name: str):
     """A shipped profile, or NAME@FACTOR: the profile with both rates scaled by FACTOR."""
-    from harness.shaping.profile import load_link_profile
+    from harness.shaping.link_profile import load_link_profile
 
     base, _, factor = name.partition("@")
     profile = load_link_profile(base)

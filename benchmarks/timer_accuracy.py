@@ -32,8 +32,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from harness.capture import capture, do53_wire_us, tcp_exchanges
+    from harness.shaping.link_profile import load_link_profile
     from harness.shaping.probes import probe_rtt
-    from harness.shaping.profile import load_link_profile
     from harness.shaping.shaper import Shaper
     from harness.timer import time_names, timer_protocols
 

@@ -27,7 +27,7 @@ from harness.leftovers import stop_leftovers
 from harness.place import Place
 from harness.plan import PlannedVisit
 from harness.shaping.check import check_link, read_sysctl
-from harness.shaping.profile import LinkProfile, load_link_profile
+from harness.shaping.link_profile import LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.study import Study
 from harness.timer import PairTimings, TimerSettings, time_pairs

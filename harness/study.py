@@ -21,7 +21,7 @@ from harness.paths import PROJECT_ROOT, project_path
 from harness.plan import PlannedVisit, make_plan
 from harness.profile import line_of, load_profile
 from harness.resolvers import available_resolvers, load_resolver, protocols_of
-from harness.shaping.profile import available_profiles
+from harness.shaping.link_profile import available_profiles
 from harness.sitelist import RankedList, Site, fetch_tranco, load_tranco
 from harness.timer import timer_protocols
 

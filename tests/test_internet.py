@@ -47,7 +47,7 @@ from harness.internet.forwarding import GUARD_TABLE, IP_FORWARD, forwarding_reco
 from harness.internet.side import InternetSide
 from harness.lab.lab import Lab
 from harness.place import Resolver
-from harness.shaping.profile import load_link_profile
+from harness.shaping.link_profile import load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import Timing, time_names
 from harness.visit import Visitor

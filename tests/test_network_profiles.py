@@ -7,7 +7,7 @@ import math
 import pytest
 
 from harness.errors import HarnessError
-from harness.shaping.profile import available_profiles, load_link_profile
+from harness.shaping.link_profile import available_profiles, load_link_profile
 
 REFERENCE = {  # Hounsel et al. 2019: added delay, jitter, loss, rate up, rate down
     "4g": (53.3, 1.0, 0.5, 7.44, 22.1),

@@ -20,7 +20,7 @@ from harness.arms.dot import DotArm
 from harness.browser.account import BrowserAccount
 from harness.browser.session import BrowserSession
 from harness.capture import capture
-from harness.shaping.profile import load_link_profile
+from harness.shaping.link_profile import load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import TimerSettings, start_timer
 from harness.visit import Visitor

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import BenchProfile, Resumption, load_bench_profile, resumption, resumption_rows, run
 from harness.errors import HarnessError
 from harness.lab.config import LabConfig, load_lab_config
 from harness.lab.unbound import DOT_PORT, nodelay_env, openssl_conf
+from harness.resolver_bench import BenchProfile, Resumption, load_bench_profile, resumption, resumption_rows, run
 from harness.timer import TimerSettings, Timing, time_names, timer_argv
 from tests.test_timer_units import CA, LAB, RECORD
 

@@ -19,7 +19,7 @@ import pytest
 
 from harness import netns
 from harness.shaping.check import check_link
-from harness.shaping.profile import load_link_profile
+from harness.shaping.link_profile import load_link_profile
 from harness.shaping.shaper import Shaper
 
 pytestmark = pytest.mark.lab

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from harness import netns
-from harness.bench import Handshake, LossSweep, Repeat, handshake, loss_sweep, repeat
 from harness.capture import capture, do53_wire_us, is_marker
+from harness.resolver_bench import Handshake, LossSweep, Repeat, handshake, loss_sweep, repeat
+from harness.shaping.link_profile import load_link_profile
 from harness.shaping.probes import probe_rtt
-from harness.shaping.profile import load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import BIN, TimerSettings, Timing, time_names, timer_argv, timer_protocols
 

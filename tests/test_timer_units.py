@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import load_bench_profile, with_loss
 from harness.errors import HarnessError
 from harness.place import Resolver
-from harness.shaping.profile import load_link_profile
+from harness.resolver_bench import load_bench_profile, with_loss
+from harness.shaping.link_profile import load_link_profile
 from harness.timer import BIN, TimerSettings, Timing, hostnames_from_hars, shuffled, timer_argv
 
 LAB = Resolver(

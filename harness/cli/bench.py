@@ -1,4 +1,4 @@
-"""`dnsstudy bench`: the reference resolver benchmarks over the lab's emulated link."""
+"""`dnsstudy bench`: the reference study's resolver benchmarks over the lab's emulated link (harness/resolver_bench.py)."""
 
 from __future__ import annotations
 
@@ -45,17 +45,19 @@ def bench(
     prefix: str | None,
     subnet: str | None,
 ) -> None:
-    """The reference resolver benchmarks: loss sweep, repeat (mean, RSD), handshake (ratio to RTT).
+    """The reference study's resolver benchmarks, timed with the resolution timer over the lab's link:
+    loss sweep, repeat (mean, RSD), handshake (ratio to RTT). (The tool's own performance benchmarks are
+    the scripts under benchmarks/.)
 
     `all` runs those three. `resumption` (cold against resumed TLS handshakes, in RTTs) needs a lab whose
     profile sets tls_resumption = true, e.g. --profile profiles/lab/resumption.toml.
     """
-    from harness import bench as benchmarks
+    from harness import resolver_bench
 
-    settings = benchmarks.load_bench_profile(bench_profile or benchmarks.DEFAULT_PROFILE)
+    settings = resolver_bench.load_bench_profile(bench_profile or resolver_bench.DEFAULT_PROFILE)
     the_lab = lab_from(profile, prefix, subnet)
     the_lab.require_up()
-    for run in benchmarks.run(which, the_lab, [the_lab.resolver(n) for n in resolvers], settings):
+    for run in resolver_bench.run(which, the_lab, [the_lab.resolver(n) for n in resolvers], settings):
         table = Table(*[k for k in run.rows[0] if k != "ratio_cdf"], title=run.name)
         for row in run.rows:
             table.add_row(*["-" if v is None else str(v) for k, v in row.items() if k != "ratio_cdf"])

@@ -36,7 +36,7 @@ def net_apply(
     network: str, backend: str, internet: str | None, profile: str, prefix: str | None, subnet: str | None
 ) -> None:
     """Apply NETWORK (a name in profiles/network/ or a .toml path) to the link; a no-op if already applied."""
-    from harness.shaping.profile import load_link_profile
+    from harness.shaping.link_profile import load_link_profile
 
     place = place_from(internet, profile, prefix, subnet)
     shaper = Shaper(place, backend=backend)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.daemons import Daemon
-from harness.shaping.profile import Direction, LinkProfile
+from harness.shaping.link_profile import Direction, LinkProfile
 
 
 @dataclass(frozen=True)

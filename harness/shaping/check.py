@@ -16,8 +16,8 @@ from pathlib import Path
 from harness import netns
 from harness.errors import HarnessError
 from harness.place import Place
+from harness.shaping.link_profile import LinkProfile
 from harness.shaping.probes import probe_rtt, require_probe_peer
-from harness.shaping.profile import LinkProfile
 from harness.shaping.rate import STALL_S, measure_rates
 from harness.shaping.verdicts import link_targets, link_verdicts
 
@@ -175,7 +175,7 @@ def measure_link(
     congestion_control: str | None = None,
 ) -> LinkCheck:
     """`net check`: apply the profile ``network`` with ``backend``, optionally pin congestion control, measure."""
-    from harness.shaping.profile import load_link_profile
+    from harness.shaping.link_profile import load_link_profile
     from harness.shaping.shaper import Shaper
 
     shaper = Shaper(place, backend=backend)

@@ -8,7 +8,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from harness.daemons import Daemon
 from harness.errors import HarnessError
 from harness.shaping.backend import ShapingBackend
-from harness.shaping.profile import LinkProfile
+from harness.shaping.link_profile import LinkProfile
 from harness.shaping.userspace import TBF, tbf_replace
 
 NETEM_LIMIT = 10_000  # packets; netem's default (1000) drops at 22 Mbit/s with 150 ms of delay

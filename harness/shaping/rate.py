@@ -17,7 +17,7 @@ from typing import cast
 
 from harness import netns
 from harness.place import ProbePeer
-from harness.shaping.profile import Direction, LinkProfile
+from harness.shaping.link_profile import Direction, LinkProfile
 from harness.shaping.userspace import TBF
 from harness.shaping.verdicts import RATE_TOLERANCE
 

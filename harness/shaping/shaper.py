@@ -11,8 +11,8 @@ from harness.daemons import Daemon, stop_all
 from harness.errors import HarnessError
 from harness.place import SHAPER_CLIENT_IF, SHAPER_SERVER_IF, Place
 from harness.shaping.backend import ShapingBackend, ShapingPoint
+from harness.shaping.link_profile import LinkProfile
 from harness.shaping.netem import NetemBackend, netem_available
-from harness.shaping.profile import LinkProfile
 from harness.shaping.userspace import UserspaceBackend
 
 #: backend name -> class. A new backend is one module and one line here.
@@ -116,6 +116,6 @@ def _offloads_off(place: Place) -> None:
 
 def shape(place: Place, network: str) -> bool:
     """Shape the place's link as the network profile ``network`` says; False if it already is (a no-op)."""
-    from harness.shaping.profile import load_link_profile
+    from harness.shaping.link_profile import load_link_profile
 
     return Shaper(place).apply(load_link_profile(network))

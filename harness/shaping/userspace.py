@@ -18,7 +18,7 @@ from harness.daemons import Daemon
 from harness.errors import HarnessError
 from harness.paths import built_program
 from harness.shaping.backend import ShapingBackend
-from harness.shaping.profile import LinkProfile
+from harness.shaping.link_profile import LinkProfile
 
 TABLE = "dnsstudy_shaping"
 CHAIN = "DNSSTUDY_SHAPING"

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Protocol
 
-from harness.shaping.profile import LinkProfile
+from harness.shaping.link_profile import LinkProfile
 
 #: The rate verdict: the measured bottleneck rate lies within 5 % of the profile's (issue 13).
 RATE_TOLERANCE = 0.05

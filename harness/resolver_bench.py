@@ -1,4 +1,6 @@
-"""`dnsstudy bench`: the reference resolver benchmarks, over the lab's emulated link.
+"""Resolver benchmarks (`dnsstudy bench`): the reference study's resolver measurements over the lab's link.
+
+Not the tool's own performance benchmarks, which are the scripts under benchmarks/.
 
 Four benchmarks, configured by a profile under profiles/bench/:
 loss sweep (throughput, latency and success as loss grows), repeat (mean and
@@ -25,8 +27,8 @@ from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.place import ClientSide, Place, Resolver
 from harness.profile import load_profile
+from harness.shaping.link_profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.probes import probe_rtt
-from harness.shaping.profile import Direction, LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import TimerSettings, Timing, parse_output, start_timer, time_names, timer_protocols
 
