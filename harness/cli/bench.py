@@ -1,4 +1,4 @@
-"""`dnsstudy bench`: the reference study's resolver benchmarks over the lab's emulated link (harness/resolver_bench.py)."""
+"""`dnsstudy bench`: the reference study's resolver benchmarks over the lab's link (harness/resolver_bench.py)."""
 
 from __future__ import annotations
 
