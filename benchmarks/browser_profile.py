@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 from harness.browser.account import BrowserAccount  # noqa: E402
 from harness.browser.prefs import DNS_CURRENT, load_prefs  # noqa: E402
-from harness.browser.session import BrowserSession  # noqa: E402
+from harness.browser.session import FirefoxSession  # noqa: E402
 from harness.browser.template import ensure_template, firefox_version  # noqa: E402
 from harness.paths import RUN_ROOT  # noqa: E402
 
@@ -107,7 +107,7 @@ def one_session(account: BrowserAccount, template: Path, root: Path, keep: Path 
         profile = work / "profile"
         shutil.copytree(template, profile, symlinks=True)
         account.give(work)
-        session = BrowserSession(account, template, None, root, timeout=60, environment=PROFILER)
+        session = FirefoxSession(account, template, None, root, timeout=60, environment=PROFILER)
         with session.driver(profile, work) as driver:
             driver.command_executor.add_command(  # type: ignore[union-attr]  # a RemoteConnection
                 "SET_CONTEXT", "POST", "/session/$sessionId/moz/context"

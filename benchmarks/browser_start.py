@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
 
 from harness.browser.account import BrowserAccount  # noqa: E402
 from harness.browser.prefs import DNS_CURRENT, load_prefs  # noqa: E402
-from harness.browser.session import BrowserSession  # noqa: E402
+from harness.browser.session import FirefoxSession  # noqa: E402
 from harness.browser.template import ensure_template, firefox_version  # noqa: E402
 from harness.paths import RUN_ROOT  # noqa: E402
 
@@ -60,7 +60,7 @@ def main() -> None:
         }
         for i in range(args.sessions):
             for name, extra in variants.items():
-                session = BrowserSession(account, templates[name], None, work, prefs={**base, **extra}, timeout=20)
+                session = FirefoxSession(account, templates[name], None, work, prefs={**base, **extra}, timeout=20)
                 report = session.run("about:blank")
                 if report.driver_failure:
                     print(f"{name}: {report.driver_failure}")
