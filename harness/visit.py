@@ -131,9 +131,9 @@ class Visitor:
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
         place.require_healthy()
         self.place = place
+        self.shaper = Shaper(place)
         self.client = place.client_side()
         self.browser = make_browser(browser, self.client, timeout=timeout, margin=margin, dns_profile=browser_dns)
-        self.shaper = Shaper(place)
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
         self.stub_idle_timeout_ms = stub_idle_timeout_ms
