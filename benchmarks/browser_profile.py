@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.browser.account import BrowserAccount
 from harness.browser.prefs import DNS_CURRENT, load_prefs
-from harness.browser.session import BrowserSession
+from harness.browser.session import FirefoxSession
 from harness.browser.template import ensure_template, firefox_version
 from harness.paths import RUN_ROOT
 
@@ -102,7 +102,7 @@ def one_session(account: BrowserAccount, template: Path, root: Path, keep: Path 
         profile = work / "profile"
         shutil.copytree(template, profile, symlinks=True)
         account.give(work)
-        session = BrowserSession(account, template, None, root, timeout=60, environment=PROFILER)
+        session = FirefoxSession(account, template, None, root, timeout=60, environment=PROFILER)
         with session.driver(profile, work) as driver:
             driver.command_executor.add_command(  # type: ignore[union-attr]  # a RemoteConnection
                 "SET_CONTEXT", "POST", "/session/$sessionId/moz/context"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness.browser.account import BrowserAccount
 from harness.browser.prefs import DNS_CURRENT, load_prefs
-from harness.browser.session import BrowserSession
+from harness.browser.session import FirefoxSession
 from harness.browser.template import ensure_template, firefox_version
 from harness.paths import RUN_ROOT
 
@@ -55,7 +55,7 @@ def main() -> None:
         }
         for i in range(args.sessions):
             for name, extra in variants.items():
-                session = BrowserSession(account, templates[name], None, work, prefs={**base, **extra}, timeout=20)
+                session = FirefoxSession(account, templates[name], None, work, prefs={**base, **extra}, timeout=20)
                 report = session.run("about:blank")
                 if report.driver_failure:
                     print(f"{name}: {report.driver_failure}")

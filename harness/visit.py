@@ -1,7 +1,8 @@
 """One visit: a URL, a DNS arm, a fresh browser; the result, its HAR and the arm's proof.
 
-`Visitor` holds what many visits share (the place, the browser account, the
-profile template, versions); the crawl drives it visit after visit.
+`Visitor` holds what many visits share (the place, its shaper, the browser,
+versions); the crawl drives it visit after visit. It talks to the browser only
+through `Browser` (harness/browser/base.py), chosen by name.
 `run_visit` is the one-shot form behind `dnsstudy visit`.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 import threading
 import time
 import uuid
@@ -26,11 +26,9 @@ from harness.arms.evidence import (
     reset_client_counters,
     resolver_counters,
 )
-from harness.browser.account import BrowserAccount
-from harness.browser.har import PageInfo, build_har, check_har, write_har
-from harness.browser.prefs import DNS_CURRENT, load_prefs
-from harness.browser.session import GECKODRIVER, BrowserSession, NavigationReport
-from harness.browser.template import ensure_template, firefox_version
+from harness.browser.base import PageLoad
+from harness.browser.har import check_har, write_har
+from harness.browser.registry import DEFAULT_BROWSER, make_browser
 from harness.daemons import stopped
 from harness.errors import HarnessError, require_root
 from harness.outcome import ErrorClass, Outcome, Signals, classify, page_outcome
@@ -82,11 +80,6 @@ class VisitResult:
         return asdict(self)
 
 
-def geckodriver_version() -> str:
-    out = subprocess.run([str(GECKODRIVER), "--version"], capture_output=True, text=True, timeout=30).stdout
-    return out.split()[1] if out.split()[:1] == ["geckodriver"] else "unknown"
-
-
 @dataclass
 class _Observed:
     """What one browser run left behind: the navigation, the counters around it, the arm's and link's health."""
@@ -94,7 +87,7 @@ class _Observed:
     url: str
     visit_id: str
     started: str  # ISO time, UTC
-    report: NavigationReport
+    report: PageLoad
     arm_problem: str | None
     link_problem: str | None
     link: dict
@@ -130,39 +123,23 @@ class Visitor:
         margin: float = 10.0,
         network: str = "wired",
         stub_idle_timeout_ms: int = 10_000,
-        browser_dns: str | Path = DNS_CURRENT,
+        browser_dns: str | Path | None = None,
         stubs: dict[str, str] | None = None,
+        browser: str = DEFAULT_BROWSER,
     ):
+        """``browser_dns`` names the browser's DNS settings (None: the browser's default profile)."""
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
         place.require_healthy()
-        if not GECKODRIVER.exists():
-            raise HarnessError(f"{GECKODRIVER} is missing: run scripts/setup.sh")
-        if timeout <= 0 or margin <= 0:
-            raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
         self.place = place
         self.shaper = Shaper(place)
         self.client = place.client_side()
-        self.account = BrowserAccount.lookup()
+        self.browser = make_browser(browser, self.client, timeout=timeout, margin=margin, dns_profile=browser_dns)
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
         self.stub_idle_timeout_ms = stub_idle_timeout_ms
         self.stubs = stubs or {}  # protocol -> stub program, for arms that run one
         (results_dir / "hars").mkdir(parents=True, exist_ok=True)
-        self.work_root = place.run_dir / "visits"
-        self.work_root.mkdir(exist_ok=True)
-        self.versions = {"firefox": firefox_version(), "geckodriver": geckodriver_version(), "dnsstudy": __version__}
-        # The browser's DNS behaviour is data a study names; every visit records the values it ran with.
-        self.browser_dns_profile = str(browser_dns)
-        self.browser_dns = load_prefs(browser_dns).as_dict()
-        prefs = {**load_prefs().as_dict(), **self.browser_dns}
-        self.template = ensure_template(
-            place.run_dir,
-            self.client.ca_file if self.client.browser_trusts_ca else None,
-            prefs,
-            self.account,
-            self.client.namespace,
-            self.versions["firefox"],
-        )
+        self.versions = {**self.browser.versions, "dnsstudy": __version__}
 
     def arm(self, protocol: str, resolver: str, persistent: bool = False) -> DnsArm:
         return make_arm(
@@ -193,7 +170,7 @@ class Visitor:
             arm.finish_visit()
         proof = _judge(arm, seen)
         report = seen.report
-        page_loaded = report.exception is None and not (report.document_uri or "").startswith("about:")
+        page_loaded = report.exception is None and not report.error_page
         on_load = report.page.on_load_ms if (report.page and page_loaded) else None
         if report.page and not page_loaded:
             report.page.on_load_ms = report.page.on_content_load_ms = None  # an error page's own load
@@ -221,9 +198,7 @@ class Visitor:
         state = self.shaper.state() or {}
         link = {k: state.get(k) for k in ("profile", "backend", "fingerprint")} if state else {"profile": None}
         started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-        seen = _Observed(
-            url, uuid.uuid4().hex, started, NavigationReport(url=url), arm.problem(), self.shaper.problem(), link
-        )
+        seen = _Observed(url, uuid.uuid4().hex, started, PageLoad(), arm.problem(), self.shaper.problem(), link)
         if seen.arm_problem is not None or seen.link_problem is not None:
             return seen
         control = arm.resolver.control_config
@@ -233,19 +208,9 @@ class Visitor:
         except HarnessError as exc:  # the resolver is dead or hangs: no visit can prove anything
             seen.place_problem = _place_problem(self.place) or str(exc)
             return seen
-        session = BrowserSession(
-            self.account,
-            self.template,
-            self.client.namespace,
-            self.work_root,
-            prefs=arm.firefox_prefs(),
-            timeout=self.timeout,
-            margin=self.margin,
-            read_prefs=tuple(self.browser_dns),
-        )
         arm.begin_visit()
         with _DaemonWatch(self.place) as watch:
-            seen.report = session.run(url)
+            seen.report = self._load(url, arm)
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None
@@ -257,13 +222,20 @@ class Visitor:
         seen.authentication_failed = arm.authentication_failed(seen.report.trr_failure)
         return seen
 
+    def _load(self, url: str, arm: DnsArm) -> PageLoad:
+        """Start the browser for ``arm``, load ``url``, stop the browser (its time is in the load's phases)."""
+        try:
+            self.browser.start(arm)
+            return self.browser.load(url)
+        finally:
+            self.browser.stop()
+
     def _keep_har(self, seen: _Observed, page_loaded: bool) -> _Har:
         """Build the HAR from the events; write it if it is valid or the page loaded."""
         t = time.monotonic()
         report, har = seen.report, _Har()
         if report.events or report.page:
-            page = report.page or PageInfo(url=seen.url)
-            har.data = build_har(report.events, page, self.versions["firefox"], __version__)
+            har.data = self.browser.har(report, seen.url)
             har.problem = check_har(har.data)
             if har.problem is None or page_loaded:
                 har.path = self.results_dir / "hars" / f"{seen.visit_id}.har.gz"
@@ -332,8 +304,8 @@ class Visitor:
 
     def _browser_dns_record(self, read: dict) -> dict:
         """The DNS preference profile, the values read back from the running browser, and any that differ."""
-        differs = sorted(n for n, v in self.browser_dns.items() if read and read.get(n) != v)
-        return {"profile": self.browser_dns_profile, "values": read, "differs": differs}
+        differs = sorted(n for n, v in self.browser.dns_settings.items() if read and read.get(n) != v)
+        return {"profile": self.browser.dns_profile, "values": read, "differs": differs}
 
 
 def _paint_metrics(paint: dict, outcome: Outcome) -> dict[str, float | None]:

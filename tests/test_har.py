@@ -128,7 +128,7 @@ def page(on_load=398.0) -> PageInfo:
 
 
 def test_entries_drop_cache_duplicates_and_data_urls_and_keep_failures():
-    har = build_har(events(), page(), "153.7.0esr", "0.1.0")
+    har = build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0")
     urls = [e["request"]["url"] for e in har["log"]["entries"]]
     assert urls == ["https://a.test/", "https://img.b.test/x.png", "https://gone.test/"]
     assert har["log"]["entries"][2]["_error"] == "NS_ERROR_UNKNOWN_HOST"
@@ -136,7 +136,7 @@ def test_entries_drop_cache_duplicates_and_data_urls_and_keep_failures():
 
 
 def test_timings_server_address_and_version():
-    entry = build_har(events(), page(), "153.7.0esr", "0.1.0")["log"]["entries"][0]
+    entry = build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0")["log"]["entries"][0]
     assert entry["timings"] == {
         "blocked": 1.0,
         "dns": 2.0,
@@ -155,12 +155,12 @@ def test_timings_server_address_and_version():
 def test_unset_phases_are_minus_one():
     ev = events()
     ev[2]["params"]["request"]["timings"] = timings(0, dns=False)
-    entry = build_har(ev, page(), "153.7.0esr", "0.1.0")["log"]["entries"][0]
+    entry = build_har(ev, page(), ("Firefox", "153.7.0esr"), "0.1.0")["log"]["entries"][0]
     assert entry["timings"]["dns"] == -1
 
 
 def test_haralyzer_reads_it_and_page_load_time_is_onload(tmp_path):
-    har = build_har(events(), page(), "153.7.0esr", "0.1.0")
+    har = build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0")
     assert check_har(har) is None
     path = tmp_path / "v.har.gz"
     write_har(har, path)
@@ -169,13 +169,13 @@ def test_haralyzer_reads_it_and_page_load_time_is_onload(tmp_path):
 
 
 def test_error_visit_har_has_onload_minus_one():
-    har = build_har(events(), page(on_load=None), "153.7.0esr", "0.1.0")
+    har = build_har(events(), page(on_load=None), ("Firefox", "153.7.0esr"), "0.1.0")
     assert har["log"]["pages"][0]["pageTimings"]["onLoad"] == -1
     assert check_har(har) is None
 
 
 def test_check_har_catches_a_mismatch():
-    har = build_har(events(), page(), "153.7.0esr", "0.1.0")
+    har = build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0")
     har["log"]["pages"].append(dict(har["log"]["pages"][0], id="page_2"))
     problem = check_har(har)
     assert problem is not None and "2 pages" in problem
@@ -193,7 +193,7 @@ def test_a_har_is_fsynced_before_its_name_and_its_directory_after(tmp_path, monk
         real_fsync(fd)
 
     monkeypatch.setattr(har_module.os, "fsync", fsync)
-    write_har(build_har(events(), page(), "153.7.0esr", "0.1.0"), tmp_path / "v.har.gz")
+    write_har(build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0"), tmp_path / "v.har.gz")
     assert synced == ["v.har.gz.part:False", f"{tmp_path.name}:True"]
     assert read_har(tmp_path / "v.har.gz")["log"]["pages"][0]["pageTimings"]["onLoad"] == 398.0
 
@@ -204,6 +204,6 @@ def test_a_full_disk_leaves_neither_the_har_nor_its_part_and_names_the_file(tmp_
 
     monkeypatch.setattr(har_module.os, "write", full)
     with pytest.raises(OSError) as raised:
-        write_har(build_har(events(), page(), "153.7.0esr", "0.1.0"), tmp_path / "v.har.gz")
+        write_har(build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0"), tmp_path / "v.har.gz")
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "v.har.gz.part")
     assert list(tmp_path.iterdir()) == []

@@ -18,7 +18,8 @@ from harness import netns
 from harness.accounts import BIND_LOW_PORT, Account, helper
 from harness.arms.dot import DotArm
 from harness.browser.account import BrowserAccount
-from harness.browser.session import BrowserSession
+from harness.browser.firefox import Firefox
+from harness.browser.session import FirefoxSession
 from harness.capture import capture
 from harness.shaping.link_profile import load_link_profile
 from harness.shaping.shaper import Shaper
@@ -123,8 +124,8 @@ def test_only_firefox_s_own_variables_may_be_added_to_the_browser_s_environment(
     # They would reach `ip netns exec` and setpriv, which run as root, before privileges drop.
     account = BrowserAccount("nobody", 65534, 65534, Path("/nonexistent"))
     with pytest.raises(ValueError, match=name):
-        BrowserSession(account, Path("/nonexistent"), None, Path("/tmp"), environment={name: "x"})
-    assert BrowserSession(account, Path("/nonexistent"), None, Path("/tmp"), environment={"MOZ_LOG": "x"})
+        FirefoxSession(account, Path("/nonexistent"), None, Path("/tmp"), environment={name: "x"})
+    assert FirefoxSession(account, Path("/nonexistent"), None, Path("/tmp"), environment={"MOZ_LOG": "x"})
 
 
 @pytest.mark.lab
@@ -154,7 +155,8 @@ def test_the_browser_runs_unprivileged_and_cannot_touch_the_template(lab, tmp_pa
     assert result.error_class == "Successful", result.detail
     assert seen, "no browser process was seen"
     assert all(c["uid"] == browser.uid and c["no_new_privs"] == 1 and c["cap_eff"] == 0 for c in seen.values())
-    template = visitor.template
+    assert isinstance(visitor.browser, Firefox)
+    template = visitor.browser.template
     for root, dirs, files in os.walk(template):
         for name in [*dirs, *files, "."]:
             st = os.lstat(os.path.join(root, name))

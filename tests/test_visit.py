@@ -15,8 +15,9 @@ from haralyzer import HarParser
 
 from harness import netns
 from harness.browser.account import BrowserAccount
+from harness.browser.firefox import Firefox
 from harness.browser.har import read_har
-from harness.browser.session import BrowserSession
+from harness.browser.session import FirefoxSession
 from harness.browser.template import STARTUP_CACHES, WEB_STATE
 from harness.lab.lab import OUTSIDE_NAME
 from harness.lab.webcache import ensure_web
@@ -38,8 +39,13 @@ def visit_once(visitor: Visitor, url: str, protocol: str, resolver: str = "near"
     return visitor.visit_once(url, protocol, resolver)
 
 
+def firefox(visitor: Visitor) -> Firefox:
+    assert isinstance(visitor.browser, Firefox), visitor.browser
+    return visitor.browser
+
+
 def browser_processes(visitor: Visitor) -> list[int]:
-    uid = visitor.account.uid
+    uid = visitor.browser.account.uid
     return [
         pid
         for pid in netns.pids_in(visitor.client.namespace)
@@ -215,7 +221,7 @@ def test_fifty_visits_leave_nothing_behind(lab, visitor):
 
 
 def test_the_template_holds_firefox_s_startup_caches_and_no_web_state(visitor):
-    template = visitor.template
+    template = firefox(visitor).template
     assert {name: (template / name).stat().st_size > 0 for name in STARTUP_CACHES} == dict.fromkeys(
         STARTUP_CACHES, True
     )
@@ -223,13 +229,13 @@ def test_the_template_holds_firefox_s_startup_caches_and_no_web_state(visitor):
 
 
 def test_a_browser_session_on_the_host_kills_the_host_s_browsers_not_the_lab_s(lab, visitor, tmp_path):
-    sleep = visitor.account.setpriv(["sleep", "60"])
+    sleep = visitor.browser.account.setpriv(["sleep", "60"])
     in_lab = subprocess.Popen(netns.command(visitor.client.namespace, sleep), start_new_session=True)
     on_host = subprocess.Popen(sleep, start_new_session=True)
     try:
         time.sleep(0.3)
         assert any(Path(f"/proc/{pid}/comm").read_text().strip() == "sleep" for pid in browser_processes(visitor))
-        BrowserSession(visitor.account, visitor.template, None, tmp_path).kill()
+        FirefoxSession(visitor.browser.account, firefox(visitor).template, None, tmp_path).kill()
         assert on_host.wait(timeout=5) == -signal.SIGKILL
         assert in_lab.poll() is None
     finally:

@@ -1,4 +1,4 @@
-"""The unprivileged account the browser and geckodriver run as."""
+"""The unprivileged account the browser and its driver (geckodriver) run as."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ BROWSER_USER = os.environ.get("DNSSTUDY_BROWSER_USER", "dnsstudy-browser")
 
 
 class BrowserAccount(Account):
-    """The account Firefox and geckodriver run as."""
+    """The account the browser and its driver run as."""
 
     @classmethod
     def lookup(cls, name: str = BROWSER_USER) -> BrowserAccount:

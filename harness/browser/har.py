@@ -1,7 +1,7 @@
 """Assemble HAR 1.2 from WebDriver BiDi network events (our own small recorder).
 
 Sources: the BiDi events of one navigation; the server address of each
-response, observed inside Firefox (BiDi does not report it); and Navigation
+response, observed inside the browser (BiDi does not report it); and Navigation
 Timing, which gives onLoad and onContentLoad (BiDi network DNS times are not
 trustworthy and are kept only as the HAR's `dns` field).
 """
@@ -87,8 +87,8 @@ def _dropped(request: dict, response: dict | None) -> bool:
     return False
 
 
-def build_har(events: list[dict], page: PageInfo, browser_version: str, creator_version: str) -> dict:
-    """A HAR 1.2 document with one page and one entry per network request."""
+def build_har(events: list[dict], page: PageInfo, browser: tuple[str, str], creator_version: str) -> dict:
+    """A HAR 1.2 document with one page and one entry per network request; ``browser`` is (name, version)."""
     slots = _collect_requests(events)
     addresses = _addresses_by_url(page)
     entries = [_entry(slot, addresses) for slot in slots if not _dropped(slot["request"], slot["response"])]
@@ -99,7 +99,7 @@ def build_har(events: list[dict], page: PageInfo, browser_version: str, creator_
         "log": {
             "version": "1.2",
             "creator": {"name": "dnsstudy", "version": creator_version},
-            "browser": {"name": "Firefox", "version": browser_version},
+            "browser": {"name": browser[0], "version": browser[1]},
             "pages": [_page(page, started_ms)],
             "entries": entries,
         }

@@ -1,6 +1,7 @@
-"""One browser session: fresh profile, geckodriver and Firefox as the browser account, one navigation.
+"""One Firefox session: fresh profile, geckodriver and Firefox as the browser account, one navigation.
 
-The session runs in a network namespace (the lab's client) or on the host.
+`Firefox` (harness/browser/firefox.py) runs one per visit. The session runs
+in a network namespace (the lab's client) or on the host.
 geckodriver is started by us, not by Selenium, so that it can be prefixed
 with `ip netns exec` (which also gives it the namespace's resolv.conf) and
 `setpriv` (which drops root), and so that the watchdog can kill the whole
@@ -19,7 +20,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from selenium import webdriver
@@ -28,92 +28,29 @@ from selenium.webdriver.firefox.options import Options
 
 from harness import netns
 from harness.browser.account import BrowserAccount
+from harness.browser.base import PageLoad
 from harness.browser.bidi import BidiEventLog
 from harness.browser.har import PageInfo
 from harness.browser.prefs import user_js
+from harness.browser.scripts import script
 from harness.paths import BUILD_BIN, FIREFOX
 
 GECKODRIVER = BUILD_BIN / "geckodriver"  # a symlink into /opt (see scripts/setup.sh)
 
-# Runs in Firefox's parent process (geckodriver --allow-system-access): records
-# the address each HTTP response came from, which BiDi does not report.
-_WATCH_ADDRESSES = """
-const seen = [];
-window.__dnsstudyAddresses = seen;
-const observer = { observe(subject) {
-  try {
-    const channel = subject.QueryInterface(Ci.nsIHttpChannel);
-    const internal = subject.QueryInterface(Ci.nsIHttpChannelInternal);
-    let address = "", port = 0;
-    try { address = internal.remoteAddress; port = internal.remotePort; } catch (e) {}
-    seen.push({url: channel.URI.spec, address: address, port: port, protocol: channel.protocolVersion});
-  } catch (e) {}
-}};
-Services.obs.addObserver(observer, "http-on-examine-response");
-return true;
-"""
-_READ_ADDRESSES = "return window.__dnsstudyAddresses || [];"
-# Parent process: the values the running browser holds for the named preferences (null: not set anywhere).
-_READ_PREFS = """
-const out = {};
-for (const name of arguments[0]) {
-  const type = Services.prefs.getPrefType(name);
-  out[name] = type == Services.prefs.PREF_BOOL ? Services.prefs.getBoolPref(name)
-            : type == Services.prefs.PREF_INT ? Services.prefs.getIntPref(name)
-            : type == Services.prefs.PREF_STRING ? Services.prefs.getStringPref(name) : null;
-}
-return out;
-"""
-# In TRR-only mode Firefox's error page names the kind of TRR failure (its skip reason, grouped) as the
-# localisation id of #trrOnlyDescription: a fixed identifier, not prose.
-_NAVIGATION = """
-const n = performance.getEntriesByType('navigation')[0];
-const trr = document.documentURI.startsWith('about:neterror') ? document.getElementById('trrOnlyDescription') : null;
-return {uri: document.documentURI, title: document.title,
-        timing: n ? n.toJSON() : null, trr: trr ? trr.getAttribute('data-l10n-id') : null};
-"""
+# WebDriver scripts (harness/browser/scripts/): the first three run in Firefox's parent process.
+_WATCH_ADDRESSES = script("watch-addresses")
+_READ_ADDRESSES = script("read-addresses")
+_READ_PREFS = script("read-prefs")
+_NAVIGATION = script("navigation")
+_PAINT = script("paint")
 
 
-# Paint timing as the page's own Performance Timeline reports it, in ms from navigation start: First
-# Contentful Paint from the paint entries; Largest Contentful Paint, whose entries are not kept in the
-# timeline's buffer, from a buffered observer's takeRecords(): observe() queues the buffered entries
-# synchronously, so the last candidate painted before collection is there at once (on 18 lab visits it
-# equalled what a 100 ms wait for the observer's callback delivered, entry for entry).
-_PAINT = """
-const paint = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint');
-const fcp = paint ? paint.startTime : null;
-try {
-  const observer = new PerformanceObserver(() => {});
-  observer.observe({type: 'largest-contentful-paint', buffered: true});
-  const entries = observer.takeRecords();
-  observer.disconnect();
-  return {fcp: fcp, lcp: entries.length ? entries[entries.length - 1].startTime : null};
-} catch (e) { return {fcp: fcp, lcp: null}; }
-"""
+class FirefoxSession:
+    """Prepare a profile, start the browser, load one URL, collect, kill, clean up: `start`, `load`, `stop`.
 
-
-@dataclass
-class NavigationReport:
-    """Everything a session observed; classification happens elsewhere."""
-
-    url: str
-    exception: str | None = None  # Selenium exception class of get(), if any
-    message: str | None = None  # its first line, kept raw and never parsed
-    document_uri: str | None = None  # e.g. about:neterror?e=dnsNotFound&...
-    page: PageInfo | None = None
-    bidi_on_load_ms: float | None = None
-    next_hop_protocol: str | None = None
-    events: list[dict] = field(default_factory=list)
-    driver_failure: str | None = None  # the driver or browser failed (not the page)
-    watchdog_fired: bool = False
-    phases: dict[str, float] = field(default_factory=dict)
-    trr_failure: str | None = None  # the error page's TRR-only failure id, e.g. ...-trr-only-timeout
-    paint: dict = field(default_factory=dict)  # fcp and lcp in ms from navigation start, None where not reported
-    prefs: dict = field(default_factory=dict)  # values read back from the running browser
-
-
-class BrowserSession:
-    """Prepare a profile, start the browser, load one URL, collect, kill, clean up."""
+    Single-use. The watchdog runs from `start` to `stop`: at timeout + margin it kills the browser and
+    everything of the account here, whatever hangs (the browser, geckodriver or the connection to it).
+    """
 
     def __init__(
         self,
@@ -140,8 +77,12 @@ class BrowserSession:
             raise ValueError(f"only MOZ_* variables may be added to the browser's environment: {self.environment}")
         self.timeout = timeout
         self.margin = margin
+        self.report = PageLoad()
         self._driver_proc: subprocess.Popen | None = None
         self._driver: webdriver.Remote | None = None
+        self._events: BidiEventLog | None = None  # set once the browser is ready for a navigation
+        self._work: Path | None = None
+        self._watchdog: threading.Timer | None = None
         self._killed = threading.Event()
 
     # -- processes ---------------------------------------------------------
@@ -189,9 +130,11 @@ class BrowserSession:
             except subprocess.TimeoutExpired:
                 pass
 
-    def _watchdog(self, report: NavigationReport) -> threading.Timer:
+    def _start_watchdog(self) -> threading.Timer:
+        """Kill the session at timeout + margin; the report says the watchdog fired."""
+
         def fire() -> None:
-            report.watchdog_fired = True
+            self.report.watchdog_fired = True
             self.kill()
 
         timer = threading.Timer(self.timeout + self.margin, fire)
@@ -201,25 +144,47 @@ class BrowserSession:
 
     # -- the session -----------------------------------------------------
 
-    def run(self, url: str) -> NavigationReport:
-        report = NavigationReport(url=url)
-        t = time.monotonic()
-        work = Path(tempfile.mkdtemp(prefix="visit-", dir=self.work_root))
-        watchdog = self._watchdog(report)
+    def run(self, url: str) -> PageLoad:
+        """`start`, `load` and `stop`: one visit's browser."""
         try:
-            profile = self._prepare(work)
-            report.phases["profile"] = time.monotonic() - t
-            with netns.entered(self.namespace):
-                self._drive(url, profile, work, report)
+            self.start()
+            return self.load(url)
         finally:
-            t = time.monotonic()
-            watchdog.cancel()
-            self.kill()
-            if self._driver is not None:  # its HTTP pool would hold a socket until garbage collection
-                self._driver.command_executor.close()  # type: ignore[union-attr]  # a RemoteConnection here
-            shutil.rmtree(work, ignore_errors=True)
-            report.phases["shutdown"] = report.phases.get("shutdown", 0.0) + time.monotonic() - t
-        return report
+            self.stop()
+
+    def start(self) -> None:
+        """Copy the template into a work directory and start geckodriver and Firefox on the copy.
+
+        A browser that does not start is the report's `driver_failure`; `stop` must follow even if this raises.
+        """
+        t = time.monotonic()
+        self._work = Path(tempfile.mkdtemp(prefix="visit-", dir=self.work_root))
+        self._watchdog = self._start_watchdog()
+        profile = self._prepare(self._work)
+        self.report.phases["profile"] = time.monotonic() - t
+        with netns.entered(self.namespace):
+            self._start_browser(profile, self._work)
+
+    def load(self, url: str) -> PageLoad:
+        """Navigate to ``url`` (the page-load timeout bounds it) and collect; the report as it stands if the
+        browser did not start."""
+        if self._driver is not None and self._events is not None:
+            with netns.entered(self.namespace):
+                self._navigate(url)
+                self._collect(url, self._driver, self._events)
+        return self.report
+
+    def stop(self) -> None:
+        """Cancel the watchdog, kill the browser, delete the work directory (and the profile in it)."""
+        t = time.monotonic()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self.kill()
+        if self._driver is not None:  # its HTTP pool would hold a socket until garbage collection
+            self._driver.command_executor.close()  # type: ignore[union-attr]  # a RemoteConnection here
+        if self._work is not None:
+            shutil.rmtree(self._work, ignore_errors=True)
+        self.report.phases["shutdown"] = self.report.phases.get("shutdown", 0.0) + time.monotonic() - t
 
     @contextmanager
     def driver(self, profile: Path, work: Path) -> Iterator[webdriver.Remote]:
@@ -227,23 +192,15 @@ class BrowserSession:
 
         For the template's warm-up and for benchmarks that look inside the browser; `work` is the browser
         account's directory for geckodriver's log. The caller's block runs in the session's namespace. A
-        BrowserSession is single-use. The watchdog bounds the whole session; RuntimeError if it fired.
+        FirefoxSession is single-use. The watchdog bounds the whole session; RuntimeError if it fired.
         """
-        fired = threading.Event()
-
-        def overrun() -> None:
-            fired.set()
-            self.kill()
-
-        watchdog = threading.Timer(self.timeout + self.margin, overrun)
-        watchdog.daemon = True
-        watchdog.start()
+        watchdog = self._start_watchdog()
         try:
             with netns.entered(self.namespace):
                 port = self._start_driver(work)
                 yield webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=self._options(profile))
         except Exception as exc:
-            if fired.is_set():
+            if self.report.watchdog_fired:
                 raise RuntimeError(f"the browser session overran {self.timeout + self.margin:.0f} s") from exc
             raise
         finally:
@@ -319,8 +276,10 @@ class BrowserSession:
         options.timeouts = {"pageLoad": int(self.timeout * 1000), "script": 10_000}
         return options
 
-    def _drive(self, url: str, profile: Path, work: Path, report: NavigationReport) -> None:
-        t = time.monotonic()
+    def _start_browser(self, profile: Path, work: Path) -> None:
+        """geckodriver, a WebDriver session with BiDi, the event log and the address watch; a failure is the
+        harness's (no browser, no visit), recorded in the report."""
+        report, t = self.report, time.monotonic()
         try:
             port = self._start_driver(work)
             # browser_start's parts ("browser_start.*": not added to the phases' sum), to see where it goes
@@ -334,27 +293,32 @@ class BrowserSession:
             )
             events = BidiEventLog(driver.capabilities["webSocketUrl"])
             self._in_chrome(driver, _WATCH_ADDRESSES)
+            self._events = events
         except Exception as exc:  # no browser, no visit: the harness failed, not the page
             report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
-            report.phases["browser_start"] = time.monotonic() - t
-            return
         report.phases["browser_start"] = time.monotonic() - t
 
-        t = time.monotonic()
+    def _navigate(self, url: str) -> None:
+        """Load ``url``; a WebDriver error is the page's (a timeout, an error page), any other the driver's."""
+        assert self._driver is not None  # started
+        report, t = self.report, time.monotonic()
         try:
-            driver.get(url)
+            self._driver.get(url)
         except WebDriverException as exc:
             report.exception, report.message = type(exc).__name__, _first_line(exc)
         except Exception as exc:  # the connection to the driver broke: it or the browser died
             report.driver_failure = f"navigate: {type(exc).__name__}: {_first_line(exc)}"
         report.phases["navigation"] = time.monotonic() - t
 
-        t = time.monotonic()
+    def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
+        """What the page reports (navigation, paint, server addresses, preferences), then the BiDi events."""
+        report, t = self.report, time.monotonic()
         try:
             if report.driver_failure is None:
                 seen = driver.execute_script(_NAVIGATION)
                 report.document_uri, report.trr_failure = seen["uri"], seen.get("trr")
-                report.paint = _paint(driver) if not seen["uri"].startswith("about:") else {}
+                report.error_page = seen["uri"].startswith("about:")
+                report.paint = _paint(driver) if not report.error_page else {}
                 report.page = _page_info(url, seen)
                 report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
                 report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []
@@ -370,10 +334,11 @@ class BrowserSession:
         report.phases["collect"] = time.monotonic() - t
 
     @staticmethod
-    def _in_chrome(driver: webdriver.Remote, script: str, *args):
+    def _in_chrome(driver: webdriver.Remote, source: str, *args):
+        """Run ``source`` in Firefox's parent process (chrome context), then return to the page's."""
         driver.execute("SET_CONTEXT", {"context": "chrome"})
         try:
-            return driver.execute_script(script, *args)
+            return driver.execute_script(source, *args)
         finally:
             driver.execute("SET_CONTEXT", {"context": "content"})
 

@@ -25,7 +25,7 @@ from selenium.common.exceptions import WebDriverException
 
 from harness.browser.account import BrowserAccount
 from harness.browser.prefs import user_js
-from harness.browser.session import GECKODRIVER, BrowserSession
+from harness.browser.session import GECKODRIVER, FirefoxSession
 from harness.errors import HarnessError, require_program
 from harness.paths import FIREFOX
 
@@ -159,7 +159,7 @@ def _run(argv: list[str], what: str) -> None:
 
 def _warm(profile: Path, work: Path, account: BrowserAccount, namespace: str | None) -> None:
     """Start Firefox once on the template as a visit does, and quit it cleanly (it writes its caches)."""
-    session = BrowserSession(account, profile, namespace, work, timeout=60, margin=30)
+    session = FirefoxSession(account, profile, namespace, work, timeout=60, margin=30)
     try:
         session.warm(profile, work)
     except (WebDriverException, RuntimeError, OSError, urllib3.exceptions.HTTPError) as exc:

@@ -1,0 +1,123 @@
+"""The interface every browser implements, what one page load reports, and the registry of browsers by name.
+
+A visit needs from a browser only this: `start` it for a DNS arm, `load` one
+URL within a time limit and collect what the page reports (`PageLoad`: the
+BiDi events the HAR is built from, onLoad, DOMContentLoaded, FCP, LCP, the
+navigation's outcome), `stop` it, and the HAR of what it loaded (`har`).
+From the place it needs the client namespace, whether to trust the place's
+CA, the account it runs as and the arm's preferences. Adding a browser, or
+another way to run one (a browser that serves many visits), is one new
+`Browser` subclass decorated with `register_browser` and imported by
+harness/browser/registry.py; harness/visit.py does not change.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+from harness import __version__
+from harness.browser.account import BrowserAccount
+from harness.browser.har import PageInfo, build_har
+from harness.errors import HarnessError
+from harness.place import ClientSide
+
+if TYPE_CHECKING:
+    from harness.arms.base import DnsArm
+
+
+@dataclass
+class PageLoad:
+    """Everything the browser observed from `start` to `stop` of one visit; classification happens elsewhere."""
+
+    exception: str | None = None  # the WebDriver exception class of the navigation, if any
+    message: str | None = None  # its first line, kept raw and never parsed
+    document_uri: str | None = None  # e.g. about:neterror?e=dnsNotFound&...
+    error_page: bool = False  # the document is the browser's own page (an error page), not the site's
+    page: PageInfo | None = None
+    bidi_on_load_ms: float | None = None
+    next_hop_protocol: str | None = None
+    events: list[dict] = field(default_factory=list)  # the WebDriver BiDi events the HAR is built from
+    driver_failure: str | None = None  # the driver or browser failed (not the page)
+    watchdog_fired: bool = False
+    phases: dict[str, float] = field(default_factory=dict)
+    trr_failure: str | None = None  # the error page's id of its DNS-over-HTTPS failure, e.g. ...-trr-only-timeout
+    paint: dict = field(default_factory=dict)  # fcp and lcp in ms from navigation start, None where not reported
+    prefs: dict = field(default_factory=dict)  # the DNS settings' values read back from the running browser
+
+
+class Browser(ABC):
+    """A browser the visits of one place run in.
+
+    Per visit: `start(arm)`, then `load(url)`, then `stop()` (always, even if
+    `start` raised). The browser's own failures (it did not start, it hung, its
+    driver died) are recorded in the `PageLoad`, never raised: they are the
+    harness's failures, not the page's, and the visit says so.
+    """
+
+    name: ClassVar[str]  # set by `register_browser`
+    product: ClassVar[str]  # the name a HAR's log.browser gives
+    version: str  # the browser's version, as a HAR's log.browser gives it
+    versions: dict[str, str]  # the browser's and its driver's versions, as the visit record stores them
+    dns_profile: str  # the DNS settings the study names (a file of preferences)
+    dns_settings: dict[str, bool | int | str]  # their values, which every visit reads back from the browser
+
+    def __init__(
+        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, dns_profile: str | Path | None = None
+    ):
+        """Every browser is built so; ``dns_profile`` is the implementation's to read (None: its default)."""
+        if timeout <= 0 or margin <= 0:
+            raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
+        self.client = client
+        self.timeout = timeout  # the page load's time limit
+        self.margin = margin  # beyond timeout + margin the whole visit's browser is killed
+        self.account = BrowserAccount.lookup()
+
+    @property
+    def trusted_ca(self) -> Path | None:
+        """The place's CA, if the browser must trust it besides its own roots (a lab's)."""
+        return self.client.ca_file if self.client.browser_trusts_ca else None
+
+    @abstractmethod
+    def start(self, arm: DnsArm) -> None:
+        """Make a browser ready for one visit in the client namespace, with ``arm``'s preferences."""
+
+    @abstractmethod
+    def load(self, url: str) -> PageLoad:
+        """Load ``url`` within the time limit and collect what the page and the browser report.
+
+        `stop` adds its own time to the returned `PageLoad`'s phases.
+        """
+
+    @abstractmethod
+    def stop(self) -> None:
+        """End what `start` began, whatever state it is in; nothing of the visit's browser is left running."""
+
+    def har(self, load: PageLoad, url: str) -> dict:
+        """The HAR 1.2 of ``load`` (one page, one entry per request), naming this browser and its version."""
+        page = load.page or PageInfo(url=url)
+        return build_har(load.events, page, (self.product, self.version), __version__)
+
+
+_BROWSERS: dict[str, type[Browser]] = {}
+
+BrowserClass = TypeVar("BrowserClass", bound=type[Browser])
+
+
+def register_browser(name: str) -> Callable[[BrowserClass], BrowserClass]:
+    """Class decorator: the browser called ``name`` (what `Visitor` and `make_browser` are given)."""
+
+    def register(cls: BrowserClass) -> BrowserClass:
+        cls.name = name
+        _BROWSERS[name] = cls
+        return cls
+
+    return register
+
+
+def registered_browsers() -> dict[str, type[Browser]]:
+    """The browsers registered so far, by name (harness/browser/registry.py imports them all)."""
+    return dict(_BROWSERS)

@@ -1,0 +1,79 @@
+"""Firefox ESR through geckodriver: a fresh browser, on a copy of a warmed profile template, for every visit.
+
+The template (harness/browser/template.py) trusts the place's CA where it
+must and holds the quiet preferences and the study's DNS profile
+(harness/browser/prefs.py); each visit's copy adds the arm's preferences and
+runs in a `FirefoxSession` (harness/browser/session.py) as the browser account.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.browser.base import Browser, PageLoad, register_browser
+from harness.browser.prefs import DNS_CURRENT, load_prefs
+from harness.browser.session import GECKODRIVER, FirefoxSession
+from harness.browser.template import ensure_template, firefox_version
+from harness.errors import HarnessError
+from harness.place import ClientSide
+
+if TYPE_CHECKING:
+    from harness.arms.base import DnsArm
+
+
+def geckodriver_version() -> str:
+    """`geckodriver 0.37.1 (...)` -> `0.37.1`."""
+    out = subprocess.run([str(GECKODRIVER), "--version"], capture_output=True, text=True, timeout=30).stdout
+    return out.split()[1] if out.split()[:1] == ["geckodriver"] else "unknown"
+
+
+@register_browser("firefox")
+class Firefox(Browser):
+    """Firefox, started afresh for each visit on a copy of the place's profile template and killed after it."""
+
+    product = "Firefox"
+
+    def __init__(
+        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, dns_profile: str | Path | None = None
+    ):
+        if not GECKODRIVER.exists():
+            raise HarnessError(f"{GECKODRIVER} is missing: run scripts/setup.sh")
+        super().__init__(client, timeout=timeout, margin=margin)
+        self.work_root = client.run_dir / "visits"  # each visit's profile copy, deleted after it
+        self.work_root.mkdir(exist_ok=True)
+        self.version = firefox_version()
+        self.versions = {"firefox": self.version, "geckodriver": geckodriver_version()}
+        # The browser's DNS behaviour is data a study names; every visit records the values it ran with.
+        self.dns_profile = str(dns_profile or DNS_CURRENT)
+        self.dns_settings = load_prefs(self.dns_profile).as_dict()
+        prefs = {**load_prefs().as_dict(), **self.dns_settings}
+        self.template = ensure_template(
+            client.run_dir, self.trusted_ca, prefs, self.account, client.namespace, self.version
+        )
+        self._session: FirefoxSession | None = None
+
+    def start(self, arm: DnsArm) -> None:
+        """A new session on a copy of the template with the arm's preferences, its watchdog running."""
+        self._session = FirefoxSession(
+            self.account,
+            self.template,
+            self.client.namespace,
+            self.work_root,
+            prefs=arm.firefox_prefs(),
+            timeout=self.timeout,
+            margin=self.margin,
+            read_prefs=tuple(self.dns_settings),
+        )
+        self._session.start()
+
+    def load(self, url: str) -> PageLoad:
+        if self._session is None:
+            raise RuntimeError("Firefox.load() before start()")
+        return self._session.load(url)
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None

@@ -1,0 +1,38 @@
+"""The browsers a visit can run in, by name: every implementation is imported here, where it registers itself.
+
+A new browser is a module with a `Browser` subclass decorated with
+`register_browser` (harness/browser/base.py), and one import line below.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.browser import firefox  # noqa: F401 -- registers "firefox"
+from harness.browser.base import Browser, registered_browsers
+from harness.errors import HarnessError
+from harness.place import ClientSide
+
+#: The browser a visit runs in when none is named.
+DEFAULT_BROWSER = "firefox"
+
+
+def browser_class(name: str) -> type[Browser]:
+    """The browser called ``name``; a one-line error naming those that exist."""
+    try:
+        return registered_browsers()[name]
+    except KeyError:
+        have = ", ".join(sorted(registered_browsers()))
+        raise HarnessError(f"unknown browser '{name}': choose one of {have}") from None
+
+
+def make_browser(
+    name: str,
+    client: ClientSide,
+    timeout: float = 30.0,
+    margin: float = 10.0,
+    dns_profile: str | Path | None = None,
+) -> Browser:
+    """The browser ``name``, ready to start in ``client``'s namespace; ``dns_profile`` names the DNS settings
+    it pins (None: the browser's own default profile)."""
+    return browser_class(name)(client, timeout=timeout, margin=margin, dns_profile=dns_profile)

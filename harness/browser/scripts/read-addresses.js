@@ -1,0 +1,2 @@
+// Firefox, chrome context: the addresses watch-addresses.js recorded, in response order.
+return window.__dnsstudyAddresses || [];

@@ -1,0 +1,101 @@
+"""The `Browser` interface, its registry and the browser's scripts (fast, no lab, no browser)."""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from harness.arms.base import DnsArm
+from harness.browser import base, scripts, session
+from harness.browser.account import BrowserAccount
+from harness.browser.base import Browser, PageLoad, register_browser
+from harness.browser.firefox import Firefox
+from harness.browser.har import PageInfo
+from harness.browser.registry import DEFAULT_BROWSER, browser_class, make_browser
+from harness.errors import HarnessError
+from harness.place import ClientSide
+from tests.test_architecture import ROOT, import_graph
+
+CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
+
+
+def test_every_script_is_loaded_by_the_session_and_none_is_missing():
+    loaded = {v for k, v in vars(session).items() if k.startswith("_") and isinstance(v, str) and k.isupper()}
+    on_disk = {scripts.script(name) for name in scripts.names()}
+    assert scripts.names() == ["navigation", "paint", "read-addresses", "read-prefs", "watch-addresses"]
+    assert loaded == on_disk  # every file is used, and everything used is a file
+    assert all("return" in text for text in on_disk)  # WebDriver function bodies that hand back a value
+
+
+def test_the_scripts_ship_as_package_data():
+    """A non-editable install copies only what pyproject.toml names: every script must match it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["harness.browser.scripts"]
+    directory = ROOT / "harness" / "browser" / "scripts"
+    files = [p.name for p in directory.iterdir() if p.suffix == ".js"]
+    assert files and all(any(fnmatch.fnmatch(f, pattern) for pattern in patterns) for f in files)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert not any(fnmatch.fnmatch("harness/browser/scripts/paint.js", pattern) for pattern in ignored)
+
+
+def test_the_registry_builds_firefox_by_default_and_refuses_an_unknown_browser_in_one_line():
+    assert browser_class(DEFAULT_BROWSER) is Firefox and Firefox.name == "firefox"
+    with pytest.raises(HarnessError) as refused:
+        make_browser("netscape", CLIENT)
+    assert str(refused.value) == "unknown browser 'netscape': choose one of firefox"
+
+
+class _Paper(Browser):
+    """A browser that loads nothing: what a second implementation needs to provide, and no more."""
+
+    product = "Paper"
+
+    def __init__(self, client, timeout=30.0, margin=10.0, dns_profile=None):
+        super().__init__(client, timeout=timeout, margin=margin)
+        self.version, self.versions = "1.0", {"paper": "1.0"}
+        self.dns_profile, self.dns_settings = str(dns_profile), {}
+
+    def start(self, arm: DnsArm) -> None:
+        pass
+
+    def load(self, url: str) -> PageLoad:
+        return PageLoad(page=PageInfo(url=url, title="paper", on_load_ms=1.0))
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.fixture
+def paper(monkeypatch):
+    """`_Paper` registered as "paper" for the test only, with a browser account that needs no system user."""
+    monkeypatch.setattr(base, "_BROWSERS", dict(base._BROWSERS))
+    monkeypatch.setattr(BrowserAccount, "lookup", classmethod(lambda cls: cls("x", 65534, 65534, Path("/x"))))
+    register_browser("paper")(_Paper)
+
+
+def test_a_second_browser_is_a_registered_class_and_its_har_names_it(paper):
+    browser = make_browser("paper", CLIENT, timeout=5.0, dns_profile="p.toml")
+    assert isinstance(browser, _Paper) and (browser.timeout, browser.margin, browser.dns_profile) == (
+        5.0,
+        10.0,
+        "p.toml",
+    )
+    assert browser.trusted_ca == CLIENT.ca_file  # a lab's CA is trusted; an Internet side's is not
+    har = browser.har(browser.load("https://a.test/"), "https://a.test/")
+    assert har["log"]["browser"] == {"name": "Paper", "version": "1.0"}
+    assert har["log"]["pages"][0]["pageTimings"]["onLoad"] == 1.0
+
+
+def test_every_browser_refuses_a_time_limit_that_is_not_positive(paper):
+    with pytest.raises(HarnessError, match=r"timeout and margin must be positive \(got 0 and 10.0\)"):
+        make_browser("paper", CLIENT, timeout=0)
+
+
+def test_the_visitor_knows_browsers_only_through_the_interface():
+    """No Firefox module (session, template, preferences) is the visit's to import: a new browser changes
+    nothing there."""
+    browser_modules = {m for m in import_graph()["harness.visit"] if m.startswith("harness.browser")}
+    assert browser_modules == {"harness.browser.base", "harness.browser.har", "harness.browser.registry"}
