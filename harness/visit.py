@@ -133,7 +133,7 @@ class Visitor:
         self.place = place
         self.shaper = Shaper(place)
         self.client = place.client_side()
-        self.browser = make_browser(browser, self.client, timeout=timeout, margin=margin, dns_profile=browser_dns)
+        self.browser = make_browser(browser, self.client, timeout=timeout, margin=margin, browser_dns=browser_dns)
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
         self.stub_idle_timeout_ms = stub_idle_timeout_ms
@@ -305,7 +305,7 @@ class Visitor:
     def _browser_dns_record(self, read: dict) -> dict:
         """The DNS preference profile, the values read back from the running browser, and any that differ."""
         differs = sorted(n for n, v in self.browser.dns_settings.items() if read and read.get(n) != v)
-        return {"profile": self.browser.dns_profile, "values": read, "differs": differs}
+        return {"profile": self.browser.browser_dns, "values": read, "differs": differs}
 
 
 def _paint_metrics(paint: dict, outcome: Outcome) -> dict[str, float | None]:

@@ -53,10 +53,10 @@ class _Paper(Browser):
 
     product = "Paper"
 
-    def __init__(self, client, timeout=30.0, margin=10.0, dns_profile=None):
+    def __init__(self, client, timeout=30.0, margin=10.0, browser_dns=None):
         super().__init__(client, timeout=timeout, margin=margin)
         self.version, self.versions = "1.0", {"paper": "1.0"}
-        self.dns_profile, self.dns_settings = str(dns_profile), {}
+        self.browser_dns, self.dns_settings = str(browser_dns), {}
 
     def start(self, arm: DnsArm) -> None:
         pass
@@ -77,8 +77,8 @@ def paper(monkeypatch):
 
 
 def test_a_second_browser_is_a_registered_class_and_its_har_names_it(paper):
-    browser = make_browser("paper", CLIENT, timeout=5.0, dns_profile="p.toml")
-    assert isinstance(browser, _Paper) and (browser.timeout, browser.margin, browser.dns_profile) == (
+    browser = make_browser("paper", CLIENT, timeout=5.0, browser_dns="p.toml")
+    assert isinstance(browser, _Paper) and (browser.timeout, browser.margin, browser.browser_dns) == (
         5.0,
         10.0,
         "p.toml",

@@ -62,13 +62,13 @@ class Browser(ABC):
     product: ClassVar[str]  # the name a HAR's log.browser gives
     version: str  # the browser's version, as a HAR's log.browser gives it
     versions: dict[str, str]  # the browser's and its driver's versions, as the visit record stores them
-    dns_profile: str  # the DNS settings the study names (a file of preferences)
+    browser_dns: str  # the DNS settings the study names (a file of preferences)
     dns_settings: dict[str, bool | int | str]  # their values, which every visit reads back from the browser
 
     def __init__(
-        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, dns_profile: str | Path | None = None
+        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
     ):
-        """Every browser is built so; ``dns_profile`` is the implementation's to read (None: its default)."""
+        """Every browser is built so; ``browser_dns`` is the implementation's to read (None: its default)."""
         if timeout <= 0 or margin <= 0:
             raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
         self.client = client

@@ -36,7 +36,7 @@ class Firefox(Browser):
     product = "Firefox"
 
     def __init__(
-        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, dns_profile: str | Path | None = None
+        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
     ):
         if not GECKODRIVER.exists():
             raise HarnessError(f"{GECKODRIVER} is missing: run scripts/setup.sh")
@@ -46,8 +46,8 @@ class Firefox(Browser):
         self.version = firefox_version()
         self.versions = {"firefox": self.version, "geckodriver": geckodriver_version()}
         # The browser's DNS behaviour is data a study names; every visit records the values it ran with.
-        self.dns_profile = str(dns_profile or DNS_CURRENT)
-        self.dns_settings = load_prefs(self.dns_profile).as_dict()
+        self.browser_dns = str(browser_dns or DNS_CURRENT)
+        self.dns_settings = load_prefs(self.browser_dns).as_dict()
         prefs = {**load_prefs().as_dict(), **self.dns_settings}
         self.template = ensure_template(
             client.run_dir, self.trusted_ca, prefs, self.account, client.namespace, self.version

@@ -31,8 +31,8 @@ def make_browser(
     client: ClientSide,
     timeout: float = 30.0,
     margin: float = 10.0,
-    dns_profile: str | Path | None = None,
+    browser_dns: str | Path | None = None,
 ) -> Browser:
-    """The browser ``name``, ready to start in ``client``'s namespace; ``dns_profile`` names the DNS settings
+    """The browser ``name``, ready to start in ``client``'s namespace; ``browser_dns`` names the DNS settings
     it pins (None: the browser's own default profile)."""
-    return browser_class(name)(client, timeout=timeout, margin=margin, dns_profile=dns_profile)
+    return browser_class(name)(client, timeout=timeout, margin=margin, browser_dns=browser_dns)

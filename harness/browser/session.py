@@ -1,4 +1,4 @@
-"""One Firefox session: fresh profile, geckodriver and Firefox as the browser account, one navigation.
+"""One Firefox session: fresh profile directory, geckodriver and Firefox as the browser account, one navigation.
 
 `Firefox` (harness/browser/firefox.py) runs one per visit. The session runs
 in a network namespace (the lab's client) or on the host.
@@ -46,7 +46,7 @@ _PAINT = script("paint")
 
 
 class FirefoxSession:
-    """Prepare a profile, start the browser, load one URL, collect, kill, clean up: `start`, `load`, `stop`.
+    """Prepare a profile directory, start the browser, load one URL, collect, kill, clean up: `start`, `load`, `stop`.
 
     Single-use. The watchdog runs from `start` to `stop`: at timeout + margin it kills the browser and
     everything of the account here, whatever hangs (the browser, geckodriver or the connection to it).
@@ -160,10 +160,10 @@ class FirefoxSession:
         t = time.monotonic()
         self._work = Path(tempfile.mkdtemp(prefix="visit-", dir=self.work_root))
         self._watchdog = self._start_watchdog()
-        profile = self._prepare(self._work)
+        profile_dir = self._prepare(self._work)
         self.report.phases["profile"] = time.monotonic() - t
         with netns.entered(self.namespace):
-            self._start_browser(profile, self._work)
+            self._start_browser(profile_dir, self._work)
 
     def load(self, url: str) -> PageLoad:
         """Navigate to ``url`` (the page-load timeout bounds it) and collect; the report as it stands if the
@@ -175,7 +175,7 @@ class FirefoxSession:
         return self.report
 
     def stop(self) -> None:
-        """Cancel the watchdog, kill the browser, delete the work directory (and the profile in it)."""
+        """Cancel the watchdog, kill the browser, delete the work directory (and the profile directory in it)."""
         t = time.monotonic()
         if self._watchdog is not None:
             self._watchdog.cancel()
@@ -187,7 +187,7 @@ class FirefoxSession:
         self.report.phases["shutdown"] = self.report.phases.get("shutdown", 0.0) + time.monotonic() - t
 
     @contextmanager
-    def driver(self, profile: Path, work: Path) -> Iterator[webdriver.Remote]:
+    def driver(self, profile_dir: Path, work: Path) -> Iterator[webdriver.Remote]:
         """A WebDriver session on `profile` itself (not a copy), started as a visit starts it; killed after.
 
         For the template's warm-up and for benchmarks that look inside the browser; `work` is the browser
@@ -198,7 +198,7 @@ class FirefoxSession:
         try:
             with netns.entered(self.namespace):
                 port = self._start_driver(work)
-                yield webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=self._options(profile))
+                yield webdriver.Remote(command_executor=f"http://127.0.0.1:{port}", options=self._options(profile_dir))
         except Exception as exc:
             if self.report.watchdog_fired:
                 raise RuntimeError(f"the browser session overran {self.timeout + self.margin:.0f} s") from exc
@@ -207,24 +207,24 @@ class FirefoxSession:
             watchdog.cancel()
             self.kill()
 
-    def warm(self, profile: Path, work: Path) -> None:
+    def warm(self, profile_dir: Path, work: Path) -> None:
         """Start the browser on `profile` as a visit does and quit it cleanly.
 
         The session is ready only after Firefox's startup tasks are done (geckodriver waits for them), and
         a clean quit is what makes Firefox write its startup caches (compiled chrome scripts, the chrome
-        documents' prototypes) into the profile.
+        documents' prototypes) into the profile directory.
         """
-        with self.driver(profile, work) as driver:
+        with self.driver(profile_dir, work) as driver:
             driver.quit()  # returns once Firefox has exited, its caches written
 
     def _prepare(self, work: Path) -> Path:
-        profile = work / "profile"
-        shutil.copytree(self.template, profile, symlinks=True)
+        profile_dir = work / "profile"
+        shutil.copytree(self.template, profile_dir, symlinks=True)
         if self.prefs:
-            with open(profile / "user.js", "a") as f:
+            with open(profile_dir / "user.js", "a") as f:
                 f.write(user_js(self.prefs))
         self.account.give(work)
-        return profile
+        return profile_dir
 
     def _start_driver(self, work: Path) -> int:
         port, ws_port = netns.free_tcp_port(), netns.free_tcp_port()
@@ -264,19 +264,19 @@ class FirefoxSession:
                 time.sleep(0.01)
         raise RuntimeError("geckodriver did not listen within 10 s")
 
-    def _options(self, profile: Path) -> Options:
+    def _options(self, profile_dir: Path) -> Options:
         options = Options()
         options.binary_location = FIREFOX
         options.add_argument("-headless")
         options.add_argument("-profile")
-        options.add_argument(str(profile))
+        options.add_argument(str(profile_dir))
         options.accept_insecure_certs = False  # Selenium's default (True) would hide TLS errors
         options.enable_bidi = True
         options.page_load_strategy = "normal"
         options.timeouts = {"pageLoad": int(self.timeout * 1000), "script": 10_000}
         return options
 
-    def _start_browser(self, profile: Path, work: Path) -> None:
+    def _start_browser(self, profile_dir: Path, work: Path) -> None:
         """geckodriver, a WebDriver session with BiDi, the event log and the address watch; a failure is the
         harness's (no browser, no visit), recorded in the report."""
         report, t = self.report, time.monotonic()
@@ -285,7 +285,7 @@ class FirefoxSession:
             # browser_start's parts ("browser_start.*": not added to the phases' sum), to see where it goes
             report.phases["browser_start.driver"] = time.monotonic() - t
             driver = self._driver = webdriver.Remote(
-                command_executor=f"http://127.0.0.1:{port}", options=self._options(profile)
+                command_executor=f"http://127.0.0.1:{port}", options=self._options(profile_dir)
             )
             report.phases["browser_start.session"] = time.monotonic() - t - report.phases["browser_start.driver"]
             driver.command_executor.add_command(  # type: ignore[union-attr]  # a RemoteConnection, as built above

@@ -1,6 +1,6 @@
 """The profile template every visit copies: trusts the lab CA, carries the quiet preferences.
 
-Firefox does first-run work in a new profile (add-on database), and compiles
+Firefox does first-run work in a new profile directory (add-on database), and compiles
 its own chrome code (the browser window's scripts and documents) at every start
 unless the profile holds the startup caches a clean quit writes. The template
 is started once as a visit starts the browser (headless, its full window, under
@@ -32,7 +32,7 @@ from harness.paths import FIREFOX
 #: How the template is warmed, part of its key: a template warmed another way is built again.
 WARM_UP = "full window under WebDriver, clean quit"
 
-#: What a clean quit leaves in the profile: compiled chrome scripts of the parent and content processes,
+#: What a clean quit leaves in the profile directory: compiled chrome scripts of the parent and content processes,
 #: and the chrome documents' prototypes.
 STARTUP_CACHES = (
     "startupCache/scriptCache.bin",
@@ -111,44 +111,45 @@ def ensure_template(
     directory.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".template-", dir=directory))
     try:
-        profile = work / "profile"
-        profile.mkdir()
-        _run(["certutil", "-N", "-d", f"sql:{profile}", "--empty-password"], "create the NSS database")
+        profile_dir = work / "profile"
+        profile_dir.mkdir()
+        _run(["certutil", "-N", "-d", f"sql:{profile_dir}", "--empty-password"], "create the NSS database")
         if ca_path:
             _run(
-                ["certutil", "-A", "-d", f"sql:{profile}", "-n", "dnsstudy lab CA", "-t", "C,,", "-i", str(ca_path)],
+                ["certutil", "-A", "-d", f"sql:{profile_dir}", "-n", "dnsstudy lab CA", "-t", "C,,"]
+                + ["-i", str(ca_path)],
                 "trust the lab CA",
             )
-        (profile / "user.js").write_text(user_js(prefs))
+        (profile_dir / "user.js").write_text(user_js(prefs))
         account.give(work)
-        _warm(profile, work, account, namespace)
+        _warm(profile_dir, work, account, namespace)
         # geckodriver writes its own preferences into user.js for the session and restores ours after it.
-        if (profile / "user.js").read_text() != user_js(prefs):
-            raise HarnessError(f"geckodriver did not restore the template's user.js in {profile}")
+        if (profile_dir / "user.js").read_text() != user_js(prefs):
+            raise HarnessError(f"geckodriver did not restore the template's user.js in {profile_dir}")
         for name in WEB_STATE:
-            path = profile / name
+            path = profile_dir / name
             if path.is_symlink() or path.is_file():
                 path.unlink()
             elif path.is_dir():
                 shutil.rmtree(path)
-        _seal(profile)
-        profile.rename(target)
+        _seal(profile_dir)
+        profile_dir.rename(target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
 
 
-def _seal(profile: Path) -> None:
+def _seal(profile_dir: Path) -> None:
     """Hand the template to root, read-only for everyone else: a compromised visit, running as the browser
     account, cannot change the preferences or trusted CAs every later visit copies. Links are not followed."""
-    for root, dirs, files in os.walk(profile):
+    for root, dirs, files in os.walk(profile_dir):
         for name in dirs + files:
             path = os.path.join(root, name)
             os.lchown(path, 0, 0)
             if not os.path.islink(path):
                 os.chmod(path, 0o755 if name in dirs else 0o644)
-    os.lchown(profile, 0, 0)
-    os.chmod(profile, 0o755)
+    os.lchown(profile_dir, 0, 0)
+    os.chmod(profile_dir, 0o755)
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -157,19 +158,19 @@ def _run(argv: list[str], what: str) -> None:
         raise HarnessError(f"cannot {what}: {argv[0]} said: {done.stderr.strip() or done.stdout.strip()}")
 
 
-def _warm(profile: Path, work: Path, account: BrowserAccount, namespace: str | None) -> None:
+def _warm(profile_dir: Path, work: Path, account: BrowserAccount, namespace: str | None) -> None:
     """Start Firefox once on the template as a visit does, and quit it cleanly (it writes its caches)."""
-    session = FirefoxSession(account, profile, namespace, work, timeout=60, margin=30)
+    session = FirefoxSession(account, profile_dir, namespace, work, timeout=60, margin=30)
     try:
-        session.warm(profile, work)
+        session.warm(profile_dir, work)
     except (WebDriverException, RuntimeError, OSError, urllib3.exceptions.HTTPError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise HarnessError(f"Firefox did not finish its first start in the profile template: {first}") from exc
-    if not (profile / "prefs.js").exists():
-        raise HarnessError(f"Firefox did not initialise the profile template in {profile}")
-    missing = [name for name in STARTUP_CACHES if not _nonempty(profile / name)]
+    if not (profile_dir / "prefs.js").exists():
+        raise HarnessError(f"Firefox did not initialise the profile template in {profile_dir}")
+    missing = [name for name in STARTUP_CACHES if not _nonempty(profile_dir / name)]
     if missing:
-        raise HarnessError(f"Firefox quit without writing {', '.join(missing)} in the profile template {profile}")
+        raise HarnessError(f"Firefox quit without writing {', '.join(missing)} in the profile template {profile_dir}")
 
 
 def _nonempty(path: Path) -> bool:
