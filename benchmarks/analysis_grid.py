@@ -37,7 +37,7 @@ def build(path: Path, sites: int, rounds: int) -> int:
     rng = np.random.default_rng(1)
     shift = {c: 40.0 * i for i, c in enumerate(CONFIGS)}
     n = 0
-    with store._transaction():
+    with store.transaction():
         for round_ in range(rounds):
             for b, network in enumerate(NETWORKS):
                 base = rng.lognormal(7.5, 0.6, sites)

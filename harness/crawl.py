@@ -136,7 +136,7 @@ class Crawl:
                 f"{self.store.path} holds study '{self.study_id}' with another configuration "
                 f"(differs in: {', '.join(changed)}); give the crawl another --store"
             )
-        return self.store.progress(self.study_id)[1]
+        return self.store.progress(self.study_id).total
 
     # -- the loop --------------------------------------------------------------------
 
@@ -160,9 +160,10 @@ class Crawl:
     def _disk_full(self, exc: OSError | sqlite3.Error) -> DiskFull:
         """The one-line halt of a full disk, naming where the write failed and what is left to do."""
         where = getattr(exc, "filename", None) or self.store.path
-        done, total = self.store.progress(self.study_id)  # reading needs no space
+        counts = self.store.progress(self.study_id)  # reading needs no space
         return DiskFull(
-            f"disk full at {where}: {total - done} visits still planned; free space and run the same command to resume"
+            f"disk full at {where}: {counts.total - counts.done} visits still planned; "
+            "free space and run the same command to resume"
         )
 
     def _run(self, visitor: Visitor | None = None) -> CrawlSummary:
@@ -177,9 +178,9 @@ class Crawl:
         self.place.apply_faults([(f.name, f.resolver) for f in self.study.faults])
         self.store.record_environment(self.study_id, self.station.environment())
         first_start = self.store.started_at(self.study_id, time.time())
-        done, total = self.store.progress(self.study_id)
+        counts = self.store.progress(self.study_id)
         self.console.print(
-            f"study {self.study_id}: {done} of {total} visits done; "
+            f"study {self.study_id}: {counts.done} of {counts.total} visits done; "
             f"{estimate(self.loaded, self.store.visit_seconds(self.study_id)).summary()}"
         )
         previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
@@ -194,9 +195,11 @@ class Crawl:
             TimeRemainingColumn(),
             console=self.console,
         )
-        task = progress.add_task(self.study_id, total=total, completed=done)
+        task = progress.add_task(self.study_id, total=counts.total, completed=counts.done)
         # Success per configuration, read once and then kept up to date: no query per visit.
-        self.tally = {c: list(v) for c, v in self.store.success_by_configuration(self.study_id).items()}
+        self.tally = {
+            c: [v.successful, v.counted] for c, v in self.store.success_by_configuration(self.study_id).items()
+        }
         report = ProgressLog.of_crawl(self, first_start)  # plain progress lines when the output is no terminal
         self.store.crawler_started(self.study_id)  # for `dnsstudy status`: who runs the crawl (harness/crawler.py)
         try:
@@ -235,7 +238,8 @@ class Crawl:
                 self.place.clear_faults()
             report.close()
             self.store.crawler_ended(self.study_id, ending(self.stopping))
-        summary.done, summary.total = self.store.progress(self.study_id)
+        counts = self.store.progress(self.study_id)
+        summary.done, summary.total = counts.done, counts.total
         summary.stopped = self.stopping and not summary.finished
         summary.seconds = time.monotonic() - started
         return summary
@@ -314,10 +318,10 @@ class Crawl:
         """Time blocks whose visits are all done but whose timer run was lost to a kill."""
         if not self.study.timer.enabled:
             return
-        for block, network in self.store.untimed_blocks(self.study_id):
+        for untimed in self.store.untimed_blocks(self.study_id):
             if self.stopping:
                 return
-            self._time_block(block, network, summary)
+            self._time_block(untimed.block, untimed.network, summary)
 
     def _time_block(self, block: int, network: str, summary: CrawlSummary) -> None:
         """Time every hostname of the block's HARs, per resolver and protocol, under the block's link.

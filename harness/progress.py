@@ -177,15 +177,15 @@ class ProgressLog:
         except HarnessError as exc:  # not fatal: the crawl has applied its lab faults, which only its end clears
             crawl.console.print(f"{exc}; a line every {DEFAULT_INTERVAL_S:g} s", markup=False, soft_wrap=True)
             interval = DEFAULT_INTERVAL_S
-        done, total = store.progress(sid)
+        counts = store.progress(sid)
         ended = [
-            t + (wall or 0.0) for started, wall in store.recent_visits(sid, RECENT_VISITS) if (t := iso_unix(started))
+            t + (v.wall_s or 0.0) for v in store.recent_visits(sid, RECENT_VISITS) if (t := iso_unix(v.started_at))
         ]
         return cls(
             sid,
             crawl.console,
-            done,
-            total,
+            counts.done,
+            counts.total,
             store.planned_by_round(sid),
             lambda round_: round_start(crawl.loaded, round_, first_start),
             crawl.tally,

@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.crawler import Identity, liveness
 from harness.progress import RECENT_VISITS, finish_time, iso_unix, recent_rate, round_starts
 from harness.store import Store
+from harness.store.records import BlockOverview, ConfigurationCounts, CrawlerRecord, FailedVisit, HarnessFailure
 
 #: A study's state, and what `dnsstudy status` exits with when it is the most pressing of the store.
 EXIT_CODES = {"finished": 0, "stopped": 1, "running": 3}
@@ -31,14 +32,14 @@ class StudyStatus:
     why: str  # one line: who runs it, or how it ended
     done: int
     total: int
-    crawler: dict | None  # the store's record, with `liveness`: alive, dead, elsewhere
+    crawler: dict | None  # the store's record, with `liveness`: alive, dead, elsewhere, ended
     rate_per_hour: float | None  # over the last 15 min of visits
     last_visit_at: float | None  # Unix time the newest visit started
     eta: float | None  # Unix time the plan is done: running at the rate, or if resumed now
-    configurations: list[dict] = field(default_factory=list)
-    blocks: list[dict] = field(default_factory=list)
-    harness_failures: list[dict] = field(default_factory=list)
-    counted_failures: list[dict] = field(default_factory=list)
+    configurations: list[ConfigurationCounts] = field(default_factory=list)
+    blocks: list[BlockOverview] = field(default_factory=list)
+    harness_failures: list[HarnessFailure] = field(default_factory=list)
+    counted_failures: list[FailedVisit] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,23 +72,21 @@ def store_status(path: Path, failures: int = 5, now: float | None = None) -> Sto
     """Read the status of every study in the store at ``path`` (HarnessError if it is not a store)."""
     store = Store.read_only(path)
     try:
-        store.db.execute("BEGIN")  # one snapshot for every figure; a read transaction only
-        try:
+        with store.snapshot():  # one read transaction for every figure
             studies = [_study(store, sid, failures, time.time() if now is None else now) for sid in store.study_ids()]
             mode = store.journal_mode()
-        finally:
-            store.db.execute("COMMIT")
     finally:
         store.close()
     return StoreStatus(str(path), mode, studies)
 
 
 def _study(store: Store, sid: str, failures: int, now: float) -> StudyStatus:
-    done, total = store.progress(sid)
-    times = sorted(t for t in (iso_unix(started) for started, _wall in store.recent_visits(sid, RECENT_VISITS)) if t)
+    counts = store.progress(sid)
+    done, total = counts.done, counts.total
+    times = sorted(t for t in (iso_unix(v.started_at) for v in store.recent_visits(sid, RECENT_VISITS)) if t)
     rate = recent_rate(times)
     crawler = store.crawler(sid)
-    state, why = _state(crawler, done, total)
+    state, why, live = _state(crawler, done, total)
     eta = None
     if rate and done < total:
         study = (store.study_config(sid) or {}).get("study", {})
@@ -99,7 +98,7 @@ def _study(store: Store, sid: str, failures: int, now: float) -> StudyStatus:
         why=why,
         done=done,
         total=total,
-        crawler=crawler,
+        crawler=None if crawler is None else {**asdict(crawler), "liveness": live},
         rate_per_hour=rate,
         last_visit_at=times[-1] if times else None,
         eta=eta,
@@ -110,38 +109,35 @@ def _study(store: Store, sid: str, failures: int, now: float) -> StudyStatus:
     )
 
 
-def _state(crawler: dict | None, done: int, total: int) -> tuple[str, str]:
-    """(state, why) from the crawler record (given its `liveness`, added here) and the progress."""
+def _state(crawler: CrawlerRecord | None, done: int, total: int) -> tuple[str, str, str | None]:
+    """(state, why, the crawler's liveness: alive, dead, elsewhere, ended) from its record and the progress."""
     finished = total > 0 and done == total
     if crawler is None:  # never crawled since crawls record themselves
-        return ("finished", "the plan is done") if finished else ("stopped", "no crawler recorded in this store")
-    who = f"crawler pid {crawler['pid']} on {crawler['hostname']}, started {_local(crawler['started_at'])}"
-    if crawler["ended_at"] is None:
-        crawler["liveness"] = liveness(
-            Identity(crawler["pid"], crawler["pid_started"], crawler["boot_id"], crawler["hostname"])
-        )
-        if crawler["liveness"] == "alive":
-            return "running", f"{who}, alive"
-        if crawler["liveness"] == "elsewhere":
-            return "running", f"{who}: another host, so whether it is alive cannot be told from here"
+        if finished:
+            return "finished", "the plan is done", None
+        return "stopped", "no crawler recorded in this store", None
+    who = f"crawler pid {crawler.pid} on {crawler.hostname}, started {_local(crawler.started_at)}"
+    if crawler.ended_at is None:
+        live = liveness(Identity(crawler.pid, crawler.pid_started, crawler.boot_id, crawler.hostname))
+        if live == "alive":
+            return "running", f"{who}, alive", live
+        if live == "elsewhere":
+            return "running", f"{who}: another host, so whether it is alive cannot be told from here", live
         state = "finished" if finished else "stopped"
-        return state, f"{who}, died without ending (killed, crashed, or the machine went down)"
-    crawler["liveness"] = "ended"
-    ending = crawler["ending"] or "ended"
-    return ("finished" if finished else "stopped"), f"{who}, ended {_local(crawler['ended_at'])}: {ending}"
+        return state, f"{who}, died without ending (killed, crashed, or the machine went down)", live
+    ending = crawler.ending or "ended"
+    return ("finished" if finished else "stopped"), f"{who}, ended {_local(crawler.ended_at)}: {ending}", "ended"
 
 
-def _configurations(store: Store, sid: str) -> list[dict]:
+def _configurations(store: Store, sid: str) -> list[ConfigurationCounts]:
     """Success per configuration, in the study's order of resolvers and protocols."""
     study = (store.study_config(sid) or {}).get("study", {})
     resolvers, protocols = study.get("resolvers") or [], study.get("protocols") or []
 
-    def order(row: tuple) -> tuple:
-        r, p = row[0], row[1]
-        return (resolvers.index(r) if r in resolvers else len(resolvers), r, _index(protocols, p), p)
+    def order(c: ConfigurationCounts) -> tuple:
+        return (_index(resolvers, c.resolver), c.resolver, _index(protocols, c.protocol), c.protocol)
 
-    keys = ("resolver", "protocol", "done", "visits", "successful", "counted")
-    return [dict(zip(keys, row, strict=True)) for row in sorted(store.configuration_counts(sid), key=order)]
+    return sorted(store.configuration_counts(sid), key=order)
 
 
 def _index(items: list, item: object) -> int:

@@ -84,7 +84,7 @@ def _write_paints(store: Store, rows: list[tuple]) -> None:
     """Write the paint and loading columns straight through the schema, adding any the store does not have yet,
     so these stores do not depend on which of them `Store.complete` writes."""
     have = {row[1] for row in store.db.execute("PRAGMA table_info(visits)")}
-    with store._transaction():
+    with store.transaction():
         for column in PAINT_COLUMNS:
             if column not in have:
                 store.db.execute(f"ALTER TABLE visits ADD COLUMN {column} REAL")

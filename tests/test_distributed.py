@@ -298,6 +298,7 @@ def test_the_broker_binds_loopback_with_a_password_and_an_fsynced_aof(broker):
 def test_a_vantage_point_added_mid_study_gets_its_part_and_other_changes_are_refused(broker, tmp_path):
     from harness.distributed.coordinator import Coordinator
     from harness.store import Store
+    from harness.store.records import VisitCounts
     from harness.study import load_study
 
     def prepare(places: list[str], rounds: int = 1) -> int:
@@ -312,7 +313,7 @@ def test_a_vantage_point_added_mid_study_gets_its_part_and_other_changes_are_ref
     assert prepare(["x", "y"]) == 2 * first
     store = Store(tmp_path / "results" / "store.sqlite")
     parts = store.vantage_points("grow")
-    assert parts == {"x": (0, first), "y": (0, first)}
+    assert parts == {"x": VisitCounts(0, first), "y": VisitCounts(0, first)}
     assert [v.ordinal for v in store.planned_at("grow", "y", 1)] == [first]
     store.close()
     with pytest.raises(HarnessError, match="may only be added at the end"):

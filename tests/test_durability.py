@@ -344,6 +344,7 @@ def test_a_full_disk_halts_the_crawl_in_one_line_and_it_resumes_once_there_is_sp
 def test_a_commit_on_a_full_disk_fails_and_leaves_the_store_as_it_was(tmp_path):
     from harness.plan import PlannedVisit, Site
     from harness.store import Store, disk_full
+    from harness.store.records import VisitCounts
 
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -370,10 +371,10 @@ def test_a_commit_on_a_full_disk_fails_and_leaves_the_store_as_it_was(tmp_path):
         with pytest.raises(sqlite3.Error) as failed:
             store.complete("s1", visits[0], record)
         assert disk_full(failed.value, store.path)
-        assert store.progress("s1") == (0, 2) and store.next_planned("s1") == visits[0]
+        assert store.progress("s1") == VisitCounts(done=0, total=2) and store.next_planned("s1") == visits[0]
         (disk / "filler").unlink()
         store.complete("s1", visits[0], record)
-        assert store.progress("s1") == (1, 2)
+        assert store.progress("s1") == VisitCounts(done=1, total=2)
         store.close()
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -18,6 +18,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.plan import Site, make_plan
 from harness.store import SCHEMA_VERSION, Store, disk_full
+from harness.store.records import VisitCounts
 
 SITES = [Site(f"site{i}.test", i + 1, "top" if i < 6 else "tail") for i in range(10)]
 # By path, not `-m tests.store_worker`: the tranco package installs a top-level `tests` package.
@@ -72,12 +73,12 @@ def test_the_store_takes_the_plan_and_hands_out_visits_in_order(tmp_path):
         "har_path": str(har),
     }
     store.complete("s1", first, record)
-    assert store.next_planned("s1") == plan()[1] and store.progress("s1") == (1, 360)
+    assert store.next_planned("s1") == plan()[1] and store.progress("s1") == VisitCounts(done=1, total=360)
     with pytest.raises(HarnessError, match="was done before"):
         store.complete("s1", first, {**record, "visit_id": "v2"})
     with pytest.raises(HarnessError, match="HAR .* is missing"):
         store.complete("s1", plan()[1], {**record, "visit_id": "v3", "har_path": str(tmp_path / "gone.har.gz")})
-    assert store.progress("s1") == (1, 360)  # the refused visit left no trace
+    assert store.progress("s1") == VisitCounts(done=1, total=360)  # the refused visit left no trace
     store.close()
     again = Store(tmp_path / "crawl.sqlite")
     assert again.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

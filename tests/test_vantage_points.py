@@ -20,7 +20,8 @@ from harness.distributed.messages import visit_message, visit_of
 from harness.errors import HarnessError
 from harness.plan import make_plan
 from harness.sitelist import Site
-from harness.store import Store
+from harness.store import CompletedVisit, Store
+from harness.store.records import NetworkBlock, PlanEnd, VisitCounts
 from harness.study import load_study
 from tests.helpers import study_file
 from tests.synthetic import make_store
@@ -77,14 +78,14 @@ def test_the_store_hands_out_each_vantage_point_s_visits_and_blocks(tmp_path):
     plan = list(make_plan(SITES, 1, ["wired"], CONFIGS, seed=1, vantage_points=["a", "b"]))
     store.add_study("s", "s", 1, {"study": {}}, plan)
     assert [v.ordinal for v in store.planned_at("s", "b", 3)] == [10, 11, 12]
-    assert store.vantage_points("s") == {"a": (0, 10), "b": (0, 10)}
-    assert store.plan_end("s") == (20, 2)
-    records = [(v, _record(), 0) for v in plan if v.vantage_point == "b"]
+    assert store.vantage_points("s") == {"a": VisitCounts(0, 10), "b": VisitCounts(0, 10)}
+    assert store.plan_end("s") == PlanEnd(ordinal=20, block=2)
+    records = [CompletedVisit(v, _record()) for v in plan if v.vantage_point == "b"]
     store.complete_many("s", records)
-    assert store.untimed_blocks("s", "b") == [(1, "wired")] and store.untimed_blocks("s", "a") == []
+    assert store.untimed_blocks("s", "b") == [NetworkBlock(1, "wired")] and store.untimed_blocks("s", "a") == []
     with pytest.raises(HarnessError, match="done before"):  # all or nothing: the fresh one is not recorded either
-        store.complete_many("s", [(plan[0], _record(), 0), (plan[10], _record(), 0)])
-    assert store.vantage_points("s") == {"a": (0, 10), "b": (10, 10)}
+        store.complete_many("s", [CompletedVisit(plan[0], _record()), CompletedVisit(plan[10], _record())])
+    assert store.vantage_points("s") == {"a": VisitCounts(0, 10), "b": VisitCounts(10, 10)}
     store.add_block_timings("s", 1, "wired", 1, [_timing()])
     row = store.db.execute("SELECT vantage_point FROM timings").fetchone()
     assert row == ("b",)

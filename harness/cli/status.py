@@ -13,7 +13,10 @@ import click
 from harness.cli.common import console, one_line_errors
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from harness.status import StudyStatus
+    from harness.store.records import BlockOverview, FailedVisit, LinkCheck, TimerRun
 
 
 @click.command("status")
@@ -64,10 +67,10 @@ def study_lines(s: StudyStatus) -> list[str]:
     lines.append(progress)
     lines.append("  success per configuration (successful/counted of visits done):")
     for c in s.configurations:
-        share = f"{100 * c['successful'] / c['counted']:.1f} %" if c["counted"] else "-"
+        share = f"{100 * c.successful / c.counted:.1f} %" if c.counted else "-"
         lines.append(
-            f"    {c['resolver'] + '/' + c['protocol']:<24} {c['successful']:>6}/{c['counted']:<6} {share:>7}"
-            f"   ({c['done']}/{c['visits']} done)"
+            f"    {c.resolver + '/' + c.protocol:<24} {c.successful:>6}/{c.counted:<6} {share:>7}"
+            f"   ({c.done}/{c.visits} done)"
         )
     lines += _block_lines(s.blocks)
     lines += _failure_lines("harness failures (retried, or recorded as Infrastructure Failure)", s.harness_failures)
@@ -75,16 +78,16 @@ def study_lines(s: StudyStatus) -> list[str]:
     return lines
 
 
-def _block_lines(blocks: list[dict]) -> list[str]:
+def _block_lines(blocks: list[BlockOverview]) -> list[str]:
     """One line per block that has started; the blocks not started yet in one line."""
     lines = ["  blocks (round, network, visits done, last link check, timer run):"]
-    waiting = [b["block"] for b in blocks if not b["done"] and not b["link_checks"]]
+    waiting = [b.block for b in blocks if not b.done and not b.link_checks]
     for b in blocks:
-        if b["block"] in waiting:
+        if b.block in waiting:
             continue
         lines.append(
-            f"    {b['block']:>4}  r{b['round']} {b['network']:<10} {b['done']:>6}/{b['visits']:<6} "
-            f"{_link_check(b['link_checks'])}; {_timer(b['timer'])}"
+            f"    {b.block:>4}  r{b.round} {b.network:<10} {b.done:>6}/{b.visits:<6} "
+            f"{_link_check(b.link_checks)}; {_timer(b.timer)}"
         )
     if waiting:
         span = f"{waiting[0]}" if len(waiting) == 1 else f"{waiting[0]}-{waiting[-1]}"
@@ -92,44 +95,46 @@ def _block_lines(blocks: list[dict]) -> list[str]:
     return lines
 
 
-def _link_check(checks: list[dict]) -> str:
+def _link_check(checks: list[LinkCheck]) -> str:
     """The block's last link check: its verdict, backend and how many checks it had."""
     if not checks:
         return "link not checked"
     last = checks[-1]
-    missed = [k for k, ok in (last["verdicts"] or {}).items() if ok is False]
-    if last["problem"]:
-        verdict = f"link check FAILED: {last['problem']}"
+    missed = [k for k, ok in (last.verdicts or {}).items() if ok is False]
+    if last.problem:
+        verdict = f"link check FAILED: {last.problem}"
     elif missed:
         verdict = f"link off target: {', '.join(missed)}"
     else:
         verdict = "link on target"
     more = f", {len(checks)} checks" if len(checks) > 1 else ""
-    return f"{verdict} ({last['backend'] or '?'}{more}, {_iso(last['checked_at'])})"
+    return f"{verdict} ({last.backend or '?'}{more}, {_iso(last.checked_at)})"
 
 
-def _timer(timer: dict | None) -> str:
+def _timer(timer: TimerRun | None) -> str:
     if timer is None:
         return "not timed"
-    problem = f", problems: {timer['problem']}" if timer["problem"] else ""
-    return f"timed {timer['hostnames']} hostnames at {_iso(timer['timed_at'])}{problem}"
+    problem = f", problems: {timer.problem}" if timer.problem else ""
+    return f"timed {timer.hostnames} hostnames at {_iso(timer.timed_at)}{problem}"
 
 
-def _failure_lines(title: str, failures: list[dict]) -> list[str]:
+def _failure_lines(title: str, failures: Sequence[FailedVisit]) -> list[str]:
     """The last failures of one kind, newest first."""
+    from harness.store.records import HarnessFailure
+
     if not failures:
         return [f"  {title}: none"]
     lines = [f"  last {title}, newest first:"]
     for f in failures:
-        detail = f["detail"] or ""
-        if f.get("retried"):
-            last = f["retried"][-1]
-            retried = f"; retried {len(f['retried'])}x, last: {last.get('error_class')}: {last.get('detail')}"
+        detail = f.detail or ""
+        if isinstance(f, HarnessFailure) and f.retried:
+            last = f.retried[-1]
+            retried = f"; retried {len(f.retried)}x, last: {last.get('error_class')}: {last.get('detail')}"
         else:
             retried = ""
         lines.append(
-            f"    visit {f['ordinal']} (block {f['block']}, {f['network']}) {f['resolver']}/{f['protocol']} "
-            f"{f['site']} {_iso(f['started_at'], seconds=True)}: {f['error_class']}"
+            f"    visit {f.ordinal} (block {f.block}, {f.network}) {f.resolver}/{f.protocol} "
+            f"{f.site} {_iso(f.started_at, seconds=True)}: {f.error_class}"
             + (f": {detail}" if detail else "")
             + retried
         )

@@ -44,7 +44,7 @@ from harness.errors import HarnessError
 from harness.lock import holding, store_lock
 from harness.plan import PlannedVisit, make_plan
 from harness.schedule import round_start
-from harness.store import Store, disk_full
+from harness.store import CompletedVisit, Store, disk_full
 from harness.study import LoadedStudy, as_current_study
 from harness.timer import read_hostnames
 
@@ -150,13 +150,15 @@ class Coordinator:
             )
         if len(want) > len(have):
             self._add_vantage_points(want[len(have) :], existing)
-        return self.store.progress(self.study_id)[1]
+        return self.store.progress(self.study_id).total
 
     def _add_vantage_points(self, names: list[str], existing: dict) -> None:
         """Plan the study again at vantage points added mid-study, after every visit planned so far."""
         s = self.study
-        ordinal, block = self.store.plan_end(self.study_id)
-        plan = make_plan(self.loaded.sites, s.rounds, s.networks, s.configurations, s.seed, names, ordinal, block)
+        end = self.store.plan_end(self.study_id)
+        plan = make_plan(
+            self.loaded.sites, s.rounds, s.networks, s.configurations, s.seed, names, end.ordinal, end.block
+        )
         added = self.store.extend_plan(self.study_id, {**existing, "study": self.config}, plan)
         self.console.print(f"vantage points {', '.join(names)} added: {added} visits planned")
 
@@ -193,7 +195,8 @@ class Coordinator:
                 signal.signal(signal.SIGINT, previous[0])
                 signal.signal(signal.SIGTERM, previous[1])
                 self.store.crawler_ended(self.study_id, ending(self.stopping))
-            summary.done, summary.total = self.store.progress(self.study_id)
+            counts = self.store.progress(self.study_id)
+            summary.done, summary.total = counts.done, counts.total
             summary.halted = {s.name: s.halted or s.failed or "" for s in self.states.values() if s.halted or s.failed}
             summary.stopped = self.stopping
             summary.seconds = time.monotonic() - started
@@ -303,10 +306,10 @@ class Coordinator:
 
         Their HARs are written and fsynced first, the directory once, then every record in one transaction.
         """
-        fresh: list[tuple[PlannedVisit, dict, int]] = []
+        fresh: list[CompletedVisit] = []
         for visit, result in results:
             known = self.store.planned_visit(self.study_id, visit.ordinal)
-            if known is None or known[1] or any(v.ordinal == visit.ordinal for v, _, _ in fresh):
+            if known is None or known.done or any(c.visit.ordinal == visit.ordinal for c in fresh):
                 continue
             record = result["record"]
             har = result.get("har")
@@ -322,7 +325,7 @@ class Coordinator:
             if result.get("environment"):
                 prefix = f"{visit.vantage_point}/"
                 self.store.record_environment(self.study_id, {prefix + k: v for k, v in result["environment"].items()})
-            fresh.append((visit, record, result.get("attempts", 0)))
+            fresh.append(CompletedVisit(visit, record, result.get("attempts", 0)))
         if fresh:
             fsync_directory(self.results_dir / "hars")
             self.store.complete_many(self.study_id, fresh)
@@ -363,9 +366,9 @@ class Coordinator:
         """The vantage point's first block with every visit done but no timer run, before block ``before``."""
         if not self.study.timer.enabled:
             return None
-        for block, network in self.store.untimed_blocks(self.study_id, vantage_point):
-            if before is None or block < before:
-                return block, network
+        for untimed in self.store.untimed_blocks(self.study_id, vantage_point):
+            if before is None or untimed.block < before:
+                return untimed.block, untimed.network
         return None
 
     def _send_timer(self, state: VantageState, block: int, network: str) -> None:
@@ -446,10 +449,10 @@ class Coordinator:
 
     def _progress_line(self) -> str:
         parts = []
-        for name, (done, total) in self.store.vantage_points(self.study_id).items():
+        for name, counts in self.store.vantage_points(self.study_id).items():
             state = self.states.get(name)
             mark = " halted" if state and (state.halted or state.failed) else ""
-            parts.append(f"{name} {done}/{total}{mark}")
+            parts.append(f"{name} {counts.done}/{counts.total}{mark}")
         return f"progress: {'; '.join(parts)}"
 
     def _on_signal(self, signum: int, frame: object) -> None:
