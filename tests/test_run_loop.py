@@ -1,0 +1,282 @@
+"""The run loop's bookkeeping without a lab (fast): plan, resume, retries, stops and halts, over tests/fakes.py.
+
+Each run is what a new process would do: a new Store, a new Crawl and a new
+visitor over the same results directory. The lab tests (tests/test_crawl.py,
+tests/test_durability.py) do the same with real processes, browsers and
+daemons; these check the bookkeeping at every visit, in seconds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness import lock
+from harness.crawl import Crawl, CrawlSummary
+from harness.errors import HarnessError
+from harness.plan import PlannedVisit
+from harness.station import CrawlHalted
+from harness.store import Store
+from harness.study import load_study
+from harness.study_run import DiskFull
+from tests.fakes import FakePlace, FakeStation, FakeVisitor
+from tests.lab_tools import study_file
+
+VISITS = 16  # tests/lab_tools.py's study: 2 sites x 2 resolvers x 2 protocols x 2 networks, in 2 blocks
+FAULTS = {"[link_check]": '[[faults]]\nname = "drop:dot"\nresolver = "near"\n\n[link_check]'}
+
+
+@pytest.fixture
+def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePlace:
+    monkeypatch.setattr(lock, "LOCK_DIR", tmp_path / "locks")  # not the host's /run/dnsstudy/locks
+    monkeypatch.setenv("DNSSTUDY_PROGRESS_INTERVAL", "0")  # no progress thread
+    return FakePlace("dsfake", tmp_path / "run")
+
+
+@dataclass
+class Run:
+    """One run's crawl, visitor, output and how it ended (its summary, or what it raised)."""
+
+    crawl: Crawl | None  # None: refused as it was made
+    visitor: FakeVisitor
+    out: io.StringIO
+    summary: CrawlSummary | None = None
+    error: BaseException | None = None
+
+    @property
+    def output(self) -> str:
+        return self.out.getvalue()
+
+    @property
+    def station(self) -> FakeStation:
+        assert self.crawl is not None and isinstance(self.crawl.station, FakeStation)
+        return self.crawl.station
+
+
+class Runs:
+    """Runs of one study into one store, each as a new process would make it."""
+
+    def __init__(self, tmp_path: Path, place: FakePlace, changes: dict[str, str] | None = None):
+        self.study = study_file(tmp_path, changes=changes)
+        self.store = tmp_path / "results" / "store.sqlite"
+        self.place = place
+        self.plan = load_study(str(self.study)).plan()
+
+    def run(self, script: dict[int, str] | None = None) -> Run:
+        """A crawl to its end; a KeyboardInterrupt or a HarnessError it raises is kept in the Run."""
+        out = io.StringIO()
+        store = Store(self.store)
+        visitor = FakeVisitor(self.place, self.store.parent, script)
+        crawl = None
+        try:
+            crawl = Crawl(
+                load_study(str(self.study)),
+                store,
+                self.place,
+                self.store.parent,
+                console=Console(file=out, width=400),
+                station_type=FakeStation,
+            )
+            return Run(crawl, visitor, out, summary=crawl.run(visitor))
+        except (KeyboardInterrupt, HarnessError) as exc:
+            return Run(crawl, visitor, out, error=exc)
+        finally:
+            store.close()
+
+    def done(self) -> int:
+        return self.db().execute("SELECT COUNT(*) FROM visits WHERE status = 'done'").fetchone()[0]
+
+    def db(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
+
+    def ending(self) -> str:
+        return self.db().execute("SELECT ending FROM crawler").fetchone()[0]
+
+    def assert_complete(self) -> None:
+        """Every planned visit recorded exactly once with its HAR, every block timed, no orphan HAR left."""
+        rows = self.db().execute("SELECT ordinal, status, visit_id, har_path FROM visits ORDER BY ordinal").fetchall()
+        assert [r[0] for r in rows] == [v.ordinal for v in self.plan]
+        assert all(r[1] == "done" for r in rows)
+        assert len({r[2] for r in rows}) == len(rows)
+        hars = {r[3] for r in rows}
+        assert all(Path(h).exists() for h in hars)
+        on_disk = {str(p) for p in (self.store.parent / "hars").iterdir() if p.name != ".store"}
+        assert on_disk == hars
+        assert self.db().execute("SELECT block FROM blocks ORDER BY block").fetchall() == [(0,), (1,)]
+
+
+def visited(visits: list[PlannedVisit]) -> list[tuple[str, str, str, str]]:
+    """What a visitor is asked to visit for ``visits``, in order."""
+    return [(v.url, v.resolver, v.protocol, v.network) for v in visits]
+
+
+def test_a_crawl_visits_its_plan_once_in_order_times_every_block_and_a_second_run_does_nothing(tmp_path, place):
+    runs = Runs(tmp_path, place)
+    first = runs.run()
+    assert first.error is None and first.summary is not None
+    assert first.visitor.calls == visited(runs.plan)
+    assert (first.summary.visits, first.summary.done, first.summary.total) == (VISITS, VISITS, VISITS)
+    assert first.summary.finished and not first.summary.stopped and first.summary.blocks_timed == 2
+    assert first.station.timed == [0, 1] and first.station.cleaned_up == 1
+    assert sorted(first.station.fake_shaper.applied) == ["4g", "wired"]  # shaped once per block
+    runs.assert_complete()
+    assert runs.ending() == "finished"
+    assert f"new store {runs.store}: {VISITS} visits planned" in first.output
+    assert f"study crawltest: 0 of {VISITS} visits done" in first.output
+
+    again = runs.run()
+    assert again.visitor.calls == [] and again.summary is not None and again.summary.visits == 0
+    assert again.summary.finished and again.station.timed == []
+    runs.assert_complete()
+
+
+def test_the_closing_lines_say_what_was_done_and_how_to_resume(tmp_path, place):
+    runs = Runs(tmp_path, place)
+    stopped = runs.run({3: "sigterm"})
+    assert stopped.summary is not None
+    console = Console(file=io.StringIO(), width=400)
+    stopped.summary.print_closing(console, runs.store)
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0].startswith("3 visits recorded in 0.0 min (0 retried, 0 infrastructure failures); 3 of 16 done")
+    assert "; visits per hour by network: " in lines[0]
+    assert lines[1:] == [f"store: {runs.store}  (run the same command again to resume)"]
+
+
+@pytest.mark.parametrize("n", range(1, VISITS + 1))
+def test_a_second_ctrl_c_at_any_visit_loses_and_repeats_nothing(tmp_path, place, n):
+    """A KeyboardInterrupt (the second Ctrl-C) inside visit N: N - 1 recorded, N's HAR an orphan removed on resume."""
+    runs = Runs(tmp_path, place, FAULTS)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    interrupted = runs.run({n: "interrupt"})
+    assert isinstance(interrupted.error, KeyboardInterrupt)
+    assert runs.done() == n - 1 and runs.ending() == "stopped at once by a second Ctrl-C"
+    assert place.faults == [] and place.faults_cleared == 1  # the study's lab fault undone however the crawl ended
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # given back
+
+    resumed = runs.run()
+    assert resumed.error is None and resumed.summary is not None and resumed.summary.finished
+    assert resumed.visitor.calls == visited(runs.plan[n - 1 :])  # from the visit that was interrupted
+    assert "removed 1 files interrupted visits left in" in resumed.output
+    runs.assert_complete()
+
+
+@pytest.mark.parametrize("how", ["sigint", "sigterm"])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, VISITS])
+def test_a_signal_stops_after_the_visit_and_the_crawl_resumes_at_the_next(tmp_path, place, how, n):
+    runs = Runs(tmp_path, place)
+    stopped = runs.run({n: how})
+    assert stopped.error is None and stopped.summary is not None
+    assert "stopping after the current visit (Ctrl-C again to stop now)" in stopped.output
+    assert stopped.visitor.calls == visited(runs.plan[:n]) and runs.done() == n
+    assert stopped.summary.stopped == (n < VISITS) and stopped.summary.finished == (n == VISITS)
+    assert runs.ending() == "stopped by a signal"
+    # A stop at a block's last visit leaves the block untimed (also the plan's last: the plan is done, the crawl
+    # counts as finished): the next run times it before any visit.
+    assert stopped.station.timed == ([0] if n > 8 else [])
+
+    resumed = runs.run()
+    assert resumed.visitor.calls == visited(runs.plan[n:])
+    assert resumed.station.timed == ([0] if n <= 8 else []) + [1]
+    runs.assert_complete()
+
+
+def test_stopped_again_and_again_the_crawl_still_records_every_visit_once(tmp_path, place):
+    runs = Runs(tmp_path, place)
+    for script in ({2: "sigterm"}, {1: "interrupt"}, {4: "sigint"}, {3: "interrupt"}, {}, {}):
+        runs.run(script)
+    runs.assert_complete()
+
+
+def test_harness_failures_are_retried_up_to_the_bound_then_recorded_as_infrastructure_failures(tmp_path, place):
+    """The study's bound is 2: a visit failing once is retried and recorded; one failing 3 times is recorded as
+    an Infrastructure Failure, not counted. The retried attempts' HARs are discarded."""
+    runs = Runs(tmp_path, place)
+    run = runs.run({2: "harness", 5: "harness", 6: "harness", 7: "harness"})
+    assert run.summary is not None and run.summary.finished
+    assert (run.summary.retried, run.summary.infrastructure) == (3, 1)
+    assert len(run.visitor.calls) == VISITS + 3
+    assert run.visitor.calls[1:3] == visited(runs.plan[1:2]) * 2
+    assert run.visitor.calls[4:7] == visited(runs.plan[3:4]) * 3
+    rows = runs.db().execute("SELECT ordinal, attempts, error_class, counted, record FROM visits").fetchall()
+    by_ordinal = {r[0]: r for r in rows}
+    assert by_ordinal[1][1:4] == (1, "Successful", 1)
+    assert by_ordinal[3][1:4] == (2, "Infrastructure Failure", 0)
+    retried = json.loads(by_ordinal[3][4])["retried"]
+    assert [r["error_class"] for r in retried] == ["Infrastructure Failure"] * 2
+    assert sum(r[1] for r in rows) == 3
+    runs.assert_complete()  # no HAR of a retried attempt left
+
+
+def test_a_full_disk_halts_in_one_line_with_the_visit_planned_and_the_crawl_resumes(tmp_path, place):
+    runs = Runs(tmp_path, place, FAULTS)
+    full = runs.run({5: "disk full"})
+    assert isinstance(full.error, DiskFull)
+    har = full.visitor.results_dir / "hars"
+    assert str(full.error).startswith(f"disk full at {har}/")
+    assert str(full.error).endswith(": 12 visits still planned; free space and run the same command to resume")
+    assert runs.done() == 4 and runs.ending() == f"halted: {full.error}"
+    assert place.faults == [] and place.faults_cleared == 1
+    resumed = runs.run()
+    assert resumed.visitor.calls == visited(runs.plan[4:])
+    runs.assert_complete()
+
+
+def test_a_full_disk_at_the_commit_leaves_the_har_to_the_next_run(tmp_path, place, monkeypatch):
+    """SQLite's 'database or disk is full' as the record is committed: a DiskFull; the HAR, never recorded,
+    is an orphan the next run removes before it visits again."""
+    runs = Runs(tmp_path, place)
+    complete = Store.complete
+    calls = {"n": 0}
+
+    def fill_at_the_third(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorcode = sqlite3.SQLITE_FULL
+            raise error
+        return complete(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "complete", fill_at_the_third)
+    full = runs.run()
+    assert isinstance(full.error, DiskFull) and runs.done() == 2
+    assert (
+        str(full.error)
+        == f"disk full at {runs.store}: 14 visits still planned; free space and run the same command to resume"
+    )
+    monkeypatch.setattr(Store, "complete", complete)
+    resumed = runs.run()
+    assert "removed 1 files interrupted visits left in" in resumed.output
+    assert resumed.visitor.calls == visited(runs.plan[2:])
+    runs.assert_complete()
+
+
+def test_a_place_that_dies_halts_the_crawl_with_the_visit_planned_and_it_resumes_once_up(tmp_path, place):
+    runs = Runs(tmp_path, place)
+    halted = runs.run({3: "dead"})
+    assert isinstance(halted.error, CrawlHalted) and not isinstance(halted.error, DiskFull)
+    assert "daemons died (unbound-near)" in str(halted.error) and "visit 2 still planned" in str(halted.error)
+    assert runs.done() == 2 and runs.ending().startswith("halted: ")
+    refused = runs.run()  # still dead: refused before anything runs
+    assert isinstance(refused.error, HarnessError) and "not up and healthy" in str(refused.error)
+    place.dead = []
+    resumed = runs.run()
+    assert resumed.visitor.calls == visited(runs.plan[2:])
+    runs.assert_complete()
+
+
+def test_a_store_holding_the_study_with_another_configuration_is_refused_as_it_is(tmp_path, place):
+    runs = Runs(tmp_path, place)
+    runs.run({3: "sigterm"})
+    other = Runs(tmp_path, place, {"seed = 5": "seed = 6"})
+    refused = other.run()
+    assert isinstance(refused.error, HarnessError)
+    assert f"{runs.store} holds study 'crawltest' with another configuration (differs in: seed); " in str(refused.error)
+    assert str(refused.error).endswith("give the crawl another --store")
+    assert refused.visitor.calls == [] and runs.done() == 3
