@@ -11,12 +11,17 @@ HAR, unless its `script` says otherwise for the Nth visit it runs:
 - "interrupt": its HAR written, a KeyboardInterrupt (a second Ctrl-C) before the visit returns;
 - "sigint", "sigterm": the signal to this process during the visit, which then succeeds;
 - "disk full": ENOSPC while writing its HAR.
+
+`FakeBroker` stands in for Redis and Celery under a coordinator: a task
+runs at once at its vantage point's `FakeWorker` (the real worker's task
+code over a FakeStation), and its result waits in the broker.
 """
 
 from __future__ import annotations
 
 import errno
 import gzip
+import io
 import json
 import os
 import signal
@@ -27,6 +32,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness.distributed.app import VISIT_TASK
+from harness.distributed.worker import VantageWorker, halt_key
 from harness.errors import HarnessError
 from harness.place import ClientSide, Place, ProbePeer, Resolver
 from harness.shaping.profile import LinkProfile
@@ -227,3 +234,89 @@ class FakeVisitor(Visitor):
             next_hop_protocol=None,
             timeout_s=30.0,
         )
+
+
+class FakeWorker(VantageWorker):
+    """A vantage point's worker (its real task code) over a FakeStation that visits with a FakeVisitor."""
+
+    def __init__(self, vantage_point: str, place: FakePlace, work_dir: Path, script: dict[int, str] | None = None):
+        (work_dir / "hars").mkdir(parents=True, exist_ok=True)
+        super().__init__(vantage_point, place, work_dir, "auto", Console(file=io.StringIO()))
+        self.fake_place, self.script = place, script
+        self.visitor: FakeVisitor | None = None
+
+    def station(self, message: dict) -> Station:
+        known = self.stations.get(message["study_id"])
+        if known is not None:
+            return known[1]
+        station = FakeStation(self.place, Study.model_validate(message["study"]), self.work_dir, console=self.console)
+        station.visitor = self.visitor = FakeVisitor(self.fake_place, self.work_dir, self.script)
+        self.stations[message["study_id"]] = (message["digest"], station)
+        return station
+
+
+@dataclass
+class FakeResults:
+    """Celery's result backend as the coordinator reads it: JSON values by key."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    on_task_call: object = None
+
+    def get_key_for_task(self, task_id: str) -> str:
+        return f"celery-task-meta-{task_id}"
+
+    def mget(self, keys: list[str]) -> list[str | None]:
+        return [self.values.get(k) for k in keys]
+
+    def decode_result(self, value: str) -> dict:
+        return json.loads(value)
+
+    def get_task_meta(self, task_id: str) -> dict:
+        value = self.values.get(self.get_key_for_task(task_id))
+        return json.loads(value) if value else {"status": "PENDING", "result": None}
+
+
+class FakeBroker:
+    """Redis and the Celery application as the coordinator uses them; a task runs at once, at its vantage point's
+    worker, and its result (JSON, as Celery keeps it) waits for the coordinator to read it."""
+
+    def __init__(self, workers: dict[str, VantageWorker]):
+        self.workers = workers
+        self.backend = FakeResults()
+        self.sent: list[str] = []  # task ids, in the order they were sent
+        self.halted: dict[str, str] = {}  # halt key -> reason, as a halted worker leaves it
+
+    def send_task(self, name: str, args: list[dict], task_id: str, queue: str) -> None:
+        """Run the task at once, unless its vantage point's worker halted: then it waits (pending)."""
+        self.sent.append(task_id)
+        vantage_point = queue.removeprefix("dnsstudy.vp.")
+        if halt_key(vantage_point) in self.halted:
+            return
+        worker = self.workers[vantage_point]
+        task = worker.visit if name == VISIT_TASK else worker.time_block
+        try:
+            result = task(args[0])
+        except HarnessError as exc:  # as the real worker: the task goes back to the queue, the reason to the broker
+            self.halted[halt_key(vantage_point)] = str(exc)
+            return
+        meta = {"status": "SUCCESS", "result": result, "task_id": task_id}
+        self.backend.values[self.backend.get_key_for_task(task_id)] = json.dumps(meta)
+
+    def worker_back(self, vantage_point: str) -> None:
+        """A worker started again: its halt is cleared (its place must be healthy again)."""
+        self.halted.pop(halt_key(vantage_point), None)
+
+    # -- the Redis client's part --------------------------------------------------------------------------------
+
+    def get(self, key: str) -> str | None:
+        return self.halted.get(key)
+
+    def delete(self, *keys: str) -> None:
+        for key in keys:
+            self.backend.values.pop(key, None)
+
+    def lrange(self, name: str, start: int, end: int) -> list[bytes]:
+        return []  # a task is run as it is sent: none waits in a queue
+
+    def hvals(self, name: str) -> list[bytes]:
+        return []

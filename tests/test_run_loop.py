@@ -20,13 +20,16 @@ from rich.console import Console
 
 from harness import lock
 from harness.crawl import Crawl, CrawlSummary
+from harness.distributed import coordinator
+from harness.distributed.coordinator import Coordinator, CoordinatorSummary, complete_visits
+from harness.distributed.messages import visit_message
 from harness.errors import HarnessError
 from harness.plan import PlannedVisit
 from harness.station import CrawlHalted
 from harness.store import Store
 from harness.study import load_study
 from harness.study_run import DiskFull
-from tests.fakes import FakePlace, FakeStation, FakeVisitor
+from tests.fakes import FakeBroker, FakePlace, FakeStation, FakeVisitor, FakeWorker
 from tests.lab_tools import study_file
 
 VISITS = 16  # tests/lab_tools.py's study: 2 sites x 2 resolvers x 2 protocols x 2 networks, in 2 blocks
@@ -280,3 +283,196 @@ def test_a_store_holding_the_study_with_another_configuration_is_refused_as_it_i
     assert f"{runs.store} holds study 'crawltest' with another configuration (differs in: seed); " in str(refused.error)
     assert str(refused.error).endswith("give the crawl another --store")
     assert refused.visitor.calls == [] and runs.done() == 3
+
+
+# -- the coordinator, over a fake broker ---------------------------------------------------------------------
+
+URL = "redis://:secret@127.0.0.1:6399/0"
+PER_POINT = VISITS  # each vantage point runs the whole study: 16 visits in 2 blocks
+
+
+class Coordinations:
+    """Coordinator runs of one study at vantage points a and b, through one broker that outlives them."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, dict[int, str]]):
+        self.tmp, self.monkeypatch = tmp_path, monkeypatch
+        self.study = self.study_file(["a", "b"])
+        self.store = tmp_path / "results" / "store.sqlite"
+        self.plan = load_study(str(self.study)).plan()
+        self.places = {vp: FakePlace(f"dsf{vp}", tmp_path / f"run-{vp}") for vp in ("a", "b")}
+        workers = {vp: FakeWorker(vp, p, tmp_path / f"worker-{vp}", scripts.get(vp)) for vp, p in self.places.items()}
+        self.broker = FakeBroker(dict(workers))
+        monkeypatch.setattr(coordinator, "connect", lambda url: self.broker)
+        monkeypatch.setattr(coordinator, "make_app", lambda url, **options: self.broker)
+
+    def study_file(self, vantage_points: list[str], rounds: int = 1) -> Path:
+        changes = {"rounds = 1": f"rounds = {rounds}\nvantage_points = {json.dumps(vantage_points)}"}
+        return study_file(self.tmp, name="vptest", changes=changes)
+
+    def coordinator(self, store: Store, out: io.StringIO) -> Coordinator:
+        return Coordinator(
+            load_study(str(self.study)), store, URL, self.store.parent, console=Console(file=out, width=400)
+        )
+
+    def run(self) -> tuple[CoordinatorSummary | HarnessError, str]:
+        """A coordinator to its end: its summary (or the HarnessError it raised) and its output."""
+        out, store = io.StringIO(), Store(self.store)
+        try:
+            return self.coordinator(store, out).run(), out.getvalue()
+        except HarnessError as exc:
+            return exc, out.getvalue()
+        finally:
+            store.close()
+
+    def db(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
+
+    def assert_complete(self) -> None:
+        """Every visit recorded once with its HAR in the results, every block timed, each task sent once."""
+        rows = self.db().execute("SELECT ordinal, status, har_path FROM visits ORDER BY ordinal").fetchall()
+        assert [(r[0], r[1]) for r in rows] == [(v.ordinal, "done") for v in self.plan]
+        hars = {r[2] for r in rows}
+        on_disk = {str(p) for p in (self.store.parent / "hars").iterdir() if p.name != ".store"}
+        assert on_disk == hars and all(Path(h).parent == self.store.parent / "hars" for h in hars)
+        assert self.db().execute("SELECT COUNT(*) FROM blocks").fetchone()[0] == 4
+        visits_sent = [t for t in self.broker.sent if ":visit:" in t]
+        assert len(visits_sent) == len(set(visits_sent)) == len(self.plan)
+
+
+def test_a_coordinator_records_each_vantage_point_s_visits_once_and_a_second_run_sends_nothing(tmp_path, monkeypatch):
+    runs = Coordinations(tmp_path, monkeypatch, {})
+    summary, output = runs.run()
+    assert isinstance(summary, CoordinatorSummary), summary
+    assert "study vptest: coordinating a, b through redis://:***@127.0.0.1:6399/0" in output and "secret" not in output
+    assert (summary.visits, summary.blocks_timed, summary.duplicates, summary.done) == (32, 4, 0, 32)
+    assert summary.finished and not summary.stopped and summary.halted == {}
+    runs.assert_complete()
+    environment = dict(runs.db().execute("SELECT key, value FROM environment").fetchall())
+    assert environment["a/place"] == "fake dsfa" and environment["b/vantage_point"] == "b"
+    assert runs.db().execute("SELECT COUNT(*) FROM link_checks").fetchone()[0] == 4
+    assert runs.db().execute("SELECT ending FROM crawler").fetchone()[0] == "finished"
+    assert runs.broker.backend.values == {}  # every result read was deleted: HARs leave the broker's memory
+
+    sent = len(runs.broker.sent)
+    again, _ = runs.run()
+    assert isinstance(again, CoordinatorSummary) and again.finished and again.visits == 0
+    assert len(runs.broker.sent) == sent
+
+
+def test_a_coordinator_stopped_by_a_signal_leaves_results_in_the_broker_and_the_next_adopts_them(tmp_path, monkeypatch):
+    runs = Coordinations(tmp_path, monkeypatch, {"a": {3: "sigterm"}})
+    summary, _ = runs.run()
+    assert isinstance(summary, CoordinatorSummary) and summary.stopped and not summary.finished
+    assert runs.db().execute("SELECT ending FROM crawler").fetchone()[0] == "stopped by a signal"
+    left = len(runs.broker.backend.values)
+    assert left > 0  # sent and done at the worker, not yet recorded
+    console = Console(file=io.StringIO(), width=400)
+    summary.print_closing(console, runs.store)
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0].endswith(
+        f"(0 duplicate results ignored, 0 lost tasks queued again, 0 blocks timed); {summary.done} of 32 done"
+    )
+    assert lines[1:] == [f"store: {runs.store}"]  # no resume hint: the coordinator never had one
+
+    resumed, _ = runs.run()
+    assert isinstance(resumed, CoordinatorSummary) and resumed.finished
+    assert summary.visits + resumed.visits == 32
+    runs.assert_complete()  # the adopted tasks were not sent again
+
+
+def test_a_full_disk_at_the_coordinator_halts_in_one_line_and_the_results_stay_in_the_broker(tmp_path, monkeypatch):
+    runs = Coordinations(tmp_path, monkeypatch, {})
+    complete_many = Store.complete_many
+
+    def full(self, *args, **kwargs):
+        error = sqlite3.OperationalError("database or disk is full")
+        error.sqlite_errorcode = sqlite3.SQLITE_FULL
+        raise error
+
+    monkeypatch.setattr(Store, "complete_many", full)
+    halted, _ = runs.run()
+    assert isinstance(halted, DiskFull)
+    assert str(halted) == (
+        f"disk full at {runs.store}: the results stay in the broker; free space and run the same command"
+    )
+    assert runs.db().execute("SELECT ending FROM crawler").fetchone()[0] == f"halted: {halted}"
+    assert (
+        runs.broker.backend.values
+        and runs.db().execute("SELECT COUNT(*) FROM visits WHERE status = 'done'").fetchone()[0] == 0
+    )
+
+    monkeypatch.setattr(Store, "complete_many", complete_many)
+    resumed, output = runs.run()
+    assert isinstance(resumed, CoordinatorSummary) and resumed.finished and resumed.visits == 32
+    assert "interrupted completions left (unrecorded HARs, .part)" in output  # the HARs written before the commit
+    runs.assert_complete()
+
+
+def test_a_halted_vantage_point_waits_while_the_other_finishes_and_resumes_when_its_worker_is_back(
+    tmp_path, monkeypatch
+):
+    runs = Coordinations(tmp_path, monkeypatch, {"a": {3: "dead"}})
+    summary, output = runs.run()
+    assert isinstance(summary, CoordinatorSummary) and not summary.finished and not summary.stopped
+    assert list(summary.halted) == ["a"] and "daemons died (unbound-near)" in summary.halted["a"]
+    assert f"vantage point a halted: {summary.halted['a']}; its visits wait in its queue" in output
+    assert summary.notes() == [f"halted: a: {summary.halted['a']}"]
+    done = dict(runs.db().execute("SELECT vantage_point, COUNT(*) FROM visits WHERE status = 'done' GROUP BY 1"))
+    assert done == {"a": 2, "b": PER_POINT}
+
+    runs.places["a"].dead = []
+    runs.broker.worker_back("a")
+    resumed, _ = runs.run()
+    assert isinstance(resumed, CoordinatorSummary) and resumed.finished and resumed.halted == {}
+    rows = runs.db().execute("SELECT COUNT(*), COUNT(DISTINCT ordinal) FROM visits WHERE status = 'done'").fetchone()
+    assert rows == (32, 32)
+
+
+def test_a_vantage_point_added_is_planned_and_a_reordering_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    runs = Coordinations(tmp_path, monkeypatch, {})
+    out = io.StringIO()
+    store = Store(runs.store)
+    assert runs.coordinator(store, out).prepare() == 32
+    runs.study = runs.study_file(["a", "b", "c"])
+    assert runs.coordinator(store, out).prepare() == 48
+    assert "vantage points c added: 16 visits planned" in out.getvalue()
+    assert store.vantage_points("vptest") == {"a": (0, 16), "b": (0, 16), "c": (0, 16)}
+    runs.study = runs.study_file(["b", "a", "c"])
+    with pytest.raises(HarnessError, match="may only be added at the end"):
+        runs.coordinator(store, out).prepare()
+    runs.study = runs.study_file(["a", "b", "c"], rounds=2)
+    with pytest.raises(HarnessError, match=r"differs in: rounds\); give the coordinator another --store"):
+        runs.coordinator(store, out).prepare()
+    store.close()
+
+
+def test_completing_results_is_idempotent_and_ignores_what_is_not_the_visit_s(tmp_path):
+    """A visit that ran twice (its worker died before the acknowledgement) is recorded once."""
+    loaded = load_study(str(study_file(tmp_path, changes={"rounds = 1": 'rounds = 1\nvantage_points = ["a"]'})))
+    store = Store(tmp_path / "results" / "store.sqlite")
+    plan = loaded.plan()
+    store.add_study(loaded.name, loaded.study.name, loaded.study.seed, loaded.record(), plan)
+    worker = FakeWorker("a", FakePlace("dsfa", tmp_path / "run"), tmp_path / "worker")
+    config = loaded.record()["study"]
+    results = [(v, json.loads(json.dumps(worker.visit(visit_message(loaded.name, config, v))))) for v in plan[:4]]
+    hars = tmp_path / "results" / "hars"
+    hars.mkdir(parents=True)
+    out = io.StringIO()
+
+    def complete(batch: list[tuple[PlannedVisit, dict]]) -> int:
+        return complete_visits(store, loaded.name, hars, batch, Console(file=out))
+
+    assert complete(results[:1] * 2) == 1  # twice in one batch
+    assert complete(results[:2]) == 1  # the first again, with the second
+    assert complete(results[:2]) == 0
+    assert store.progress(loaded.name) == (2, PER_POINT)
+    assert store.db.execute("SELECT COUNT(*) FROM link_checks").fetchone()[0] == 1  # kept once, with the first
+    assert complete([(plan[3], results[2][1])]) == 0  # another visit's result
+    bad_har = json.loads(json.dumps(results[3][1]))
+    bad_har["har"]["name"] = "../escaped.har.gz"
+    assert complete([(plan[3], bad_har)]) == 0
+    assert out.getvalue().splitlines() == ["visit 3: a result that is not of this visit, ignored"] * 2
+    assert complete(results[2:]) == 2
+    assert sorted(p.name for p in hars.iterdir()) == sorted(r["har"]["name"] for _, r in results)
+    assert store.progress(loaded.name) == (4, PER_POINT)
+    store.close()
