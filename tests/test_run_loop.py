@@ -1,9 +1,11 @@
 """The run loop's bookkeeping without a lab (fast): plan, resume, retries, stops and halts, over tests/fakes.py.
 
-Each run is what a new process would do: a new Store, a new Crawl and a new
-visitor over the same results directory. The lab tests (tests/test_crawl.py,
-tests/test_durability.py) do the same with real processes, browsers and
-daemons; these check the bookkeeping at every visit, in seconds.
+Each run is what a new process would do: a new Store, a new Crawl (or
+Coordinator) and a new visitor over the same results directory. The lab
+tests (tests/test_crawl.py, tests/test_durability.py, tests/test_distributed.py)
+do the same with real processes, browsers, daemons and Redis; these check
+the bookkeeping at every visit, in seconds. The coordinator's broker is
+`FakeBroker`, its workers `FakeWorker`s.
 """
 
 from __future__ import annotations
