@@ -14,25 +14,35 @@ One crawl runs per store and per place (`harness/lock.py`). A full disk, a
 daemon that hangs, or any helper that overruns its timeout stops the crawl
 like a dead lab does (`CrawlHalted`, exit status 2 from the CLI), with the
 visit still planned; a HAR the timer cannot read is skipped and named with
-its block.
+its block. What every run of a study does (the plan into the store, the
+locks, the signals, the full disk, the closing summary) is `StudyRun`'s
+(`harness/study_run.py`); a `Crawl` is the run that visits at its own
+station.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import sqlite3
 import subprocess
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from harness.crawler import ending
 from harness.errors import HarnessError
 from harness.lock import crawling
 from harness.logs import bound_logs
@@ -41,39 +51,51 @@ from harness.plan import PlannedVisit
 from harness.progress import ProgressLog
 from harness.schedule import estimate, round_start
 from harness.station import CrawlHalted, Station
-from harness.store import Store, disk_full
-from harness.study import LoadedStudy, as_current_study, check_resolvers, check_sites
+from harness.store import Store
+from harness.study import LoadedStudy, check_resolvers, check_sites
+from harness.study_run import DiskFull, RunSummary, StudyRun
 from harness.timer import read_hostnames
 from harness.visit import Visitor
 
 __all__ = ["Crawl", "CrawlHalted", "CrawlSummary", "DiskFull"]
 
 
-class DiskFull(CrawlHalted):
-    """The results' file system is full: stop with the visit in flight unrecorded; resume once there is space."""
+@dataclass
+class CrawlSummary(RunSummary):
+    """What one run of the crawl did."""
+
+    retried: int = 0  # harness failures that were retried
+    infrastructure: int = 0  # recorded as Infrastructure Failure after the retries
+    per_network: dict[str, list[float]] = field(default_factory=dict)  # wall times of this run's visits
+
+    resume_hint: ClassVar[str] = "  (run the same command again to resume)"
+
+    def counts(self) -> str:
+        return f"{self.retried} retried, {self.infrastructure} infrastructure failures"
+
+    def rates(self) -> str:
+        rates = ", ".join(f"{n} {len(v) / sum(v) * 3600:.0f}" for n, v in self.per_network.items() if sum(v))
+        return f"; visits per hour by network: {rates}" if rates else ""
 
 
 @dataclass
-class CrawlSummary:
-    """What one run of the crawl did."""
+class _Display:
+    """What the crawl shows as it goes: rich's live bar and table on a terminal, plain lines in a log."""
 
-    visits: int = 0  # recorded in this run
-    retried: int = 0  # harness failures that were retried
-    infrastructure: int = 0  # recorded as Infrastructure Failure after the retries
-    blocks_timed: int = 0
-    stopped: bool = False  # by Ctrl-C / SIGTERM, before the plan was done
-    done: int = 0
-    total: int = 0
-    seconds: float = 0.0
-    per_network: dict[str, list[float]] = field(default_factory=dict)  # wall times of this run's visits
-
-    @property
-    def finished(self) -> bool:
-        return self.done == self.total
+    progress: Progress
+    task: TaskID
+    live: Live
+    report: ProgressLog
 
 
-class Crawl:
+class Crawl(StudyRun[CrawlSummary]):
     """One study's crawl on a place (the lab or an Internet side), into one store."""
+
+    doing = "crawled"
+    noun = "crawl"
+    orphans_note = "removed {removed} files interrupted visits left in {hars} (unrecorded HARs, .part)"
+    stop_notice = "stopping after the current visit (Ctrl-C again to stop now)"
+    second_signal_stops_at_once = True
 
     def __init__(
         self,
@@ -84,6 +106,7 @@ class Crawl:
         backend: str = "auto",
         console: Console | None = None,
         moved: bool = False,
+        station_type: type[Station] = Station,  # a test's fake station (tests/fakes.py)
     ):
         if loaded.study.vantage_points:
             raise HarnessError(
@@ -98,47 +121,24 @@ class Crawl:
         place.require_healthy()
         check_resolvers(loaded, place)
         check_sites(loaded, place)
-        self.loaded, self.study, self.store, self.place = loaded, loaded.study, store, place
-        self.study_id = loaded.name
-        # Absolute, symlinks resolved: HAR paths in the store must not depend on the working directory.
-        self.results_dir = Path(os.path.realpath(results_dir))
-        self.moved = moved  # the user says the results directory was moved here: rewrite its HAR paths
-        self.console = console or Console()
-        self.stopping = False
-        self._pid = os.getpid()
+        super().__init__(loaded, store, results_dir, console, moved)
+        self.place = place
         self.tally: dict[tuple[str, str], list[int]] = {}  # (resolver, protocol) -> [successful, counted]
-        self.station = Station(place, self.study, self.results_dir, backend, self.console, lambda: self.stopping)
+        self.report: ProgressLog | None = None  # plain progress lines, while the visits run
+        self.station = station_type(place, self.study, self.results_dir, backend, self.console, lambda: self.stopping)
 
     # -- before the first visit -------------------------------------------------
 
     def prepare(self) -> int:
         """Store the study and its plan (first run), or check the store holds this very study.
 
+        A results directory the user says was ``moved`` here gets its HAR paths rewritten first.
         Returns the number of visits planned.
         """
-        config = self.loaded.record()
         rewritten = self.store.adopt_results_dir(self.results_dir, self.moved)
         if rewritten:
             self.console.print(f"{self.store.path}: {rewritten} HAR paths rewritten to {self.results_dir / 'hars'}")
-        self._claim(self.results_dir / "hars")  # before a plan is written: a refused store stays as it was
-        self.store.record_protocols()
-        existing = self.store.study_config(self.study_id)
-        if existing is None:
-            planned = self.store.add_study(self.study_id, self.study.name, self.study.seed, config, self.loaded.plan())
-            self.console.print(f"new store {self.store.path}: {planned} visits planned")
-            return planned
-        stored = as_current_study(existing["study"])
-        changed = sorted(k for k in set(config["study"]) | set(stored) if config["study"].get(k) != stored.get(k))
-        if existing.get("list") != config["list"]:
-            changed.append("the site list")
-        if changed:
-            raise HarnessError(
-                f"{self.store.path} holds study '{self.study_id}' with another configuration "
-                f"(differs in: {', '.join(changed)}); give the crawl another --store"
-            )
-        return self.store.progress(self.study_id).total
-
-    # -- the loop --------------------------------------------------------------------
+        return super().prepare()
 
     def run(self, visitor: Visitor | None = None) -> CrawlSummary:
         """Run the crawl until the plan is done, Ctrl-C, or a harness failure (CrawlHalted).
@@ -147,45 +147,58 @@ class Crawl:
         `timer` or `net` on the place, is refused while it runs. A full disk and a helper that overruns
         its timeout become a CrawlHalted (one line) with the visit in flight still planned.
         """
-        with crawling(self.place, Path(os.path.realpath(self.store.path))):
-            try:
-                return self._run(visitor)
-            except (OSError, sqlite3.Error) as exc:
-                if disk_full(exc, self.store.path):
-                    raise self._disk_full(exc) from None
-                raise
-            except subprocess.TimeoutExpired as exc:
-                raise CrawlHalted(self.station.timed_out(exc)) from None
-
-    def _disk_full(self, exc: OSError | sqlite3.Error) -> DiskFull:
-        """The one-line halt of a full disk, naming where the write failed and what is left to do."""
-        where = getattr(exc, "filename", None) or self.store.path
-        counts = self.store.progress(self.study_id)  # reading needs no space
-        return DiskFull(
-            f"disk full at {where}: {counts.total - counts.done} visits still planned; "
-            "free space and run the same command to resume"
-        )
-
-    def _run(self, visitor: Visitor | None = None) -> CrawlSummary:
-        """The crawl itself, under the locks `run` holds."""
-        started = time.monotonic()
-        summary = CrawlSummary()
-        self.prepare()
-        self._clean_up_after_a_kill()
         if visitor is not None:
             self.station.visitor = visitor
+        return super().run()
+
+    def _locked(self) -> AbstractContextManager[None]:
+        return crawling(self.place, Path(os.path.realpath(self.store.path)))
+
+    def _halt(self, exc: Exception) -> HarnessError | None:
+        if isinstance(exc, subprocess.TimeoutExpired):
+            return CrawlHalted(self.station.timed_out(exc))
+        return super()._halt(exc)
+
+    def _left_on_a_full_disk(self) -> str:
+        counts = self.store.progress(self.study_id)  # reading needs no space
+        return f"{counts.total - counts.done} visits still planned; free space and run the same command to resume"
+
+    def _new_summary(self) -> CrawlSummary:
+        return CrawlSummary()
+
+    def _set_up(self) -> None:
+        self._clean_up_after_a_kill()
         # The study's lab faults hold for the whole crawl, and are undone when it ends however it ends.
         self.place.apply_faults([(f.name, f.resolver) for f in self.study.faults])
         self.store.record_environment(self.study_id, self.station.environment())
-        first_start = self.store.started_at(self.study_id, time.time())
+
+    def _opening_line(self) -> str:
         counts = self.store.progress(self.study_id)
-        self.console.print(
+        return (
             f"study {self.study_id}: {counts.done} of {counts.total} visits done; "
             f"{estimate(self.loaded, self.store.visit_seconds(self.study_id)).summary()}"
         )
-        previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _tear_down(self) -> None:
+        if self.study.faults:
+            self.place.clear_faults()
+        if self.report is not None:
+            self.report.close()
+
+    def _clean_up_after_a_kill(self) -> None:
+        """A crawl killed mid-visit leaves its browser, driver and stub running in the client namespace
+        (they have sessions of their own, so that a Ctrl-C reaches only the crawl): orphans, stopped and named.
+        A program someone runs there (a shell, a benchmark) is named and left alone (harness/leftovers.py)."""
+        notes = self.station.clean_up_after_a_kill()
+        for note in notes:  # nothing at all when nothing was left
+            self.console.print(note, markup=False, highlight=False, soft_wrap=True)
+        self._remove_orphans()
+
+    # -- the loop --------------------------------------------------------------------
+
+    def _do_visits(self, summary: CrawlSummary) -> None:
+        """Every visit still planned, in order, block by block, shown as it goes; then the blocks left untimed."""
+        counts = self.store.progress(self.study_id)
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -200,81 +213,44 @@ class Crawl:
         self.tally = {
             c: [v.successful, v.counted] for c, v in self.store.success_by_configuration(self.study_id).items()
         }
-        report = ProgressLog.of_crawl(self, first_start)  # plain progress lines when the output is no terminal
-        self.store.crawler_started(self.study_id)  # for `dnsstudy status`: who runs the crawl (harness/crawler.py)
-        try:
-            with Live(
-                Group(progress, self._success_table()), console=self.console, refresh_per_second=2, transient=False
-            ) as live:
-                self._time_untimed_blocks(summary)
-                block: tuple[int, str] | None = None  # (block, network) of the visits running
-                while not self.stopping and (visit := self.store.next_planned(self.study_id)) is not None:
-                    if block is None or visit.block != block[0]:
-                        if block is not None:
-                            self._finish_block(*block, summary)
-                        block = (visit.block, visit.network)
-                        if not self._start_block(visit, first_start):
-                            break
-                        report.block_started(visit)
-                    progress.update(
-                        task,
-                        description=f"{self.study_id} r{visit.round} {visit.network} {visit.resolver}/{visit.protocol}",
-                    )
-                    # Lab and stub logs live in RAM: bounded between visits, where no stub reads them.
-                    bound_logs(self.place.run_dir / "logs")
-                    if self._visit(visit, summary):
-                        progress.advance(task)
-                        live.update(Group(progress, self._success_table()))
-                        report.visit_done(visit, summary)
-                if not self.stopping and block is not None:
+        # Plain progress lines when the output is no terminal.
+        self.report = report = ProgressLog.of_crawl(self, self.first_start)
+        with Live(
+            Group(progress, self._success_table()), console=self.console, refresh_per_second=2, transient=False
+        ) as live:
+            self._time_untimed_blocks(summary)
+            self._visit_blocks(summary, _Display(progress, task, live, report))
+            # Blocks whose visits were all done before a kill, but not their timer run.
+            self._time_untimed_blocks(summary)
+        self.console.print()
+
+    def _visit_blocks(self, summary: CrawlSummary, display: _Display) -> None:
+        """Visit until the plan is done or the crawl stops, starting and finishing each network block."""
+        block: tuple[int, str] | None = None  # (block, network) of the visits running
+        while not self.stopping and (visit := self.store.next_planned(self.study_id)) is not None:
+            if block is None or visit.block != block[0]:
+                if block is not None:
                     self._finish_block(*block, summary)
-                # Blocks whose visits were all done before a kill, but not their timer run.
-                self._time_untimed_blocks(summary)
-            self.console.print()
-        finally:
-            signal.signal(signal.SIGINT, previous[0])
-            signal.signal(signal.SIGTERM, previous[1])
-            if self.study.faults:
-                self.place.clear_faults()
-            report.close()
-            self.store.crawler_ended(self.study_id, ending(self.stopping))
-        counts = self.store.progress(self.study_id)
-        summary.done, summary.total = counts.done, counts.total
-        summary.stopped = self.stopping and not summary.finished
-        summary.seconds = time.monotonic() - started
-        return summary
+                block = (visit.block, visit.network)
+                if not self._start_block(visit):
+                    break
+                display.report.block_started(visit)
+            display.progress.update(
+                display.task,
+                description=f"{self.study_id} r{visit.round} {visit.network} {visit.resolver}/{visit.protocol}",
+            )
+            # Lab and stub logs live in RAM: bounded between visits, where no stub reads them.
+            bound_logs(self.place.run_dir / "logs")
+            if self._visit(visit, summary):
+                display.progress.advance(display.task)
+                display.live.update(Group(display.progress, self._success_table()))
+                display.report.visit_done(visit, summary)
+        if not self.stopping and block is not None:
+            self._finish_block(*block, summary)
 
-    def _clean_up_after_a_kill(self) -> None:
-        """A crawl killed mid-visit leaves its browser, driver and stub running in the client namespace
-        (they have sessions of their own, so that a Ctrl-C reaches only the crawl): orphans, stopped and named.
-        A program someone runs there (a shell, a benchmark) is named and left alone (harness/leftovers.py)."""
-        notes = self.station.clean_up_after_a_kill()
-        for note in notes:  # nothing at all when nothing was left
-            self.console.print(note, markup=False, highlight=False, soft_wrap=True)
-        self._remove_orphans()
-
-    def _remove_orphans(self) -> None:
-        """Remove what a killed visit left in the results' hars/ (`Store.remove_orphan_hars`)."""
-        hars = self.results_dir / "hars"
-        removed = self.store.remove_orphan_hars(hars)
-        if removed:
-            self.console.print(f"removed {removed} files interrupted visits left in {hars} (unrecorded HARs, .part)")
-
-    def _claim(self, hars: Path) -> None:
-        """One store per results directory (`Store.claim_hars`)."""
-        self.store.claim_hars(hars, self.moved)
-
-    def _on_signal(self, signum, frame) -> None:
-        if os.getpid() != self._pid:  # a forked helper (pyroute2's namespace workers) being stopped
-            os._exit(128 + signum)
-        if self.stopping:  # the second Ctrl-C: stop now; the store is consistent at every instant
-            raise KeyboardInterrupt
-        self.stopping = True
-        self.console.print("stopping after the current visit (Ctrl-C again to stop now)")
-
-    def _start_block(self, visit: PlannedVisit, first_start: float) -> bool:
+    def _start_block(self, visit: PlannedVisit) -> bool:
         """Wait for the round's start, shape the link, check it; False if stopped while waiting."""
-        not_before = round_start(self.loaded, visit.round, first_start)
+        not_before = round_start(self.loaded, visit.round, self.first_start)
         if time.time() < not_before:
             self.console.print(
                 f"round {visit.round} starts at {time.strftime('%Y-%m-%d %H:%M', time.localtime(not_before))}"

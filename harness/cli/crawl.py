@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -14,9 +13,6 @@ from harness.cli.common import console, lab_config, lab_options, one_line_errors
 from harness.cli.lab import print_checks
 from harness.lab.config import DEFAULT_LAB_PROFILE
 from harness.paths import PROJECT_ROOT
-
-if TYPE_CHECKING:
-    from harness.crawl import CrawlSummary
 
 
 @click.group()
@@ -133,18 +129,8 @@ def crawl(
     with crawling(place, path):  # before the store is opened: a second crawl must not even create it
         crawl = Crawl(loaded, Store(path), place, path.parent, backend=backend, console=console, moved=moved)
         summary = crawl.run()
-    print_summary(summary, path)
+    summary.print_closing(console, path)
     sys.exit(0 if summary.finished else 3)
-
-
-def print_summary(summary: CrawlSummary, path: Path) -> None:
-    rates = ", ".join(f"{n} {len(v) / sum(v) * 3600:.0f}" for n, v in summary.per_network.items() if sum(v))
-    console.print(
-        f"{summary.visits} visits recorded in {summary.seconds / 60:.1f} min ({summary.retried} retried, "
-        f"{summary.infrastructure} infrastructure failures); {summary.done} of {summary.total} done"
-        + (f"; visits per hour by network: {rates}" if rates else "")
-    )
-    console.print(f"store: {path}" + ("" if summary.finished else "  (run the same command again to resume)"))
 
 
 @click.command("demo")
@@ -174,7 +160,7 @@ def demo(
     results_dir = (results_dir or default_store(loaded.name).parent).resolve()
     store_path = results_dir / "store.sqlite"
     summary = crawl_on_own_lab(loaded, lab, store_path, console, print_checks)
-    print_summary(summary, store_path)
+    summary.print_closing(console, store_path)
     report = write_report([store_path], results_dir / "report")
     console.print(
         f"demo finished in {(time.monotonic() - start) / 60:.1f} min. Outputs: store {store_path}, "

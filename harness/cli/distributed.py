@@ -173,14 +173,7 @@ def coordinate(
     path = (store_path or default_store(loaded.name)).resolve()
     coordinator = Coordinator(loaded, Store(path), url, path.parent, console=console, window=window, moved=moved)
     summary = coordinator.run()
-    console.print(
-        f"{summary.visits} visits recorded in {summary.seconds / 60:.1f} min ({summary.duplicates} duplicate results "
-        f"ignored, {summary.requeued} lost tasks queued again, {summary.blocks_timed} blocks timed); "
-        f"{summary.done} of {summary.total} done"
-    )
-    for vantage_point, reason in summary.halted.items():
-        console.print(f"halted: {vantage_point}: {reason}", markup=False, soft_wrap=True)
-    console.print(f"store: {path}")
+    summary.print_closing(console, path)
     if summary.finished and write_analysis:
         from harness.cli.analysis import write_report
 

@@ -13,9 +13,6 @@ worker died after the visit, before the acknowledgement) is recorded once.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +24,6 @@ from kombu.exceptions import OperationalError
 from rich.console import Console
 
 from harness.browser.har import fsync_directory, write_durably
-from harness.crawler import ending
 from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
 from harness.distributed.broker import connect, display
 from harness.distributed.messages import (
@@ -41,11 +37,11 @@ from harness.distributed.messages import (
 )
 from harness.distributed.worker import halt_key
 from harness.errors import HarnessError
-from harness.lock import holding, store_lock
 from harness.plan import PlannedVisit, make_plan
 from harness.schedule import round_start
-from harness.store import CompletedVisit, Store, disk_full
-from harness.study import LoadedStudy, as_current_study
+from harness.store import CompletedVisit, Store
+from harness.study import LoadedStudy
+from harness.study_run import RunSummary, StudyRun
 from harness.timer import read_hostnames
 
 AUDIT_EVERY_S = 30.0  # how often tasks in flight are looked for in the broker (a broker that lost them)
@@ -66,24 +62,36 @@ class VantageState:
 
 
 @dataclass
-class CoordinatorSummary:
-    visits: int = 0  # recorded in this run
+class CoordinatorSummary(RunSummary):
+    """What one run of the coordinator did."""
+
     duplicates: int = 0  # results of visits already recorded (a visit that ran twice)
     requeued: int = 0  # tasks the broker had lost, queued again
-    blocks_timed: int = 0
     halted: dict[str, str] = field(default_factory=dict)
-    stopped: bool = False
-    done: int = 0
-    total: int = 0
-    seconds: float = 0.0
 
     @property
     def finished(self) -> bool:
+        """Whether the plan is done at every vantage point."""
         return self.done == self.total and not self.halted
 
+    def counts(self) -> str:
+        return (
+            f"{self.duplicates} duplicate results ignored, {self.requeued} lost tasks queued again, "
+            f"{self.blocks_timed} blocks timed"
+        )
 
-class Coordinator:
+    def notes(self) -> list[str]:
+        return [f"halted: {vantage_point}: {reason}" for vantage_point, reason in self.halted.items()]
+
+
+class Coordinator(StudyRun[CoordinatorSummary]):
     """One study over its vantage points, through one broker, into one store."""
+
+    doing = "coordinated"
+    noun = "coordinator"
+    orphans_note = "removed {removed} files interrupted completions left (unrecorded HARs, .part)"
+    # A signal stops it at its next look at the broker; what is queued stays queued: the next coordinator adopts it.
+    extendable = frozenset({"vantage_points"})  # added at the end, they get their part of the plan
 
     def __init__(
         self,
@@ -100,11 +108,9 @@ class Coordinator:
             raise HarnessError(
                 f"{loaded.path}: vantage_points: the study names none; list them, or crawl it with 'dnsstudy crawl'"
             )
-        self.loaded, self.study, self.store, self.study_id = loaded, loaded.study, store, loaded.name
+        super().__init__(loaded, store, results_dir, console, moved)
         self.broker_url = broker_url
-        self.results_dir = Path(os.path.realpath(results_dir))
-        self.console = console or Console()
-        self.window, self.moved = max(1, window), moved
+        self.window = max(1, window)
         self.client: redis.Redis = connect(broker_url)  # a wrong password: one line, before the store is touched
         timeout = {"visibility_timeout_s": visibility_timeout_s} if visibility_timeout_s else {}
         self.app: Celery = make_app(broker_url, **timeout)
@@ -113,44 +119,31 @@ class Coordinator:
         self.app.backend.on_task_call = lambda producer, task_id: None
         self.states = {name: VantageState(name) for name in self.study.vantage_points}
         self.config = loaded.record()["study"]
-        self.stopping = False
         self.poll_s = 0.05
         self.plan_id = ""  # the store's, once prepared
-        self.first_start = 0.0  # when the study first started: rounds are spread from here (duration_days)
 
     # -- the plan --------------------------------------------------------------------
 
-    def prepare(self) -> int:
-        """Store the study and its plan, or check the store holds it; a vantage point added since gets its part."""
-        self.store.claim_hars(self.results_dir / "hars", self.moved)
-        self.store.record_protocols()
-        existing = self.store.study_config(self.study_id)
-        if existing is None:
-            planned = self.store.add_study(
-                self.study_id, self.study.name, self.study.seed, self.loaded.record(), self.loaded.plan()
-            )
-            self.console.print(f"new store {self.store.path}: {planned} visits planned")
-            return planned
-        stored = as_current_study(existing["study"])
+    def _differences(self, config: dict, existing: dict) -> list[str]:
+        """As every run's, and vantage points may only be added, at the end."""
+        changed = super()._differences(config, existing)
         # What the plan holds, not what the configuration says: the two are written together, but the plan decides.
-        have, want = [p for p in self.store.vantage_points(self.study_id) if p], self.study.vantage_points
-        changed = sorted(
-            k for k in set(self.config) | set(stored) if k != "vantage_points" and self.config.get(k) != stored.get(k)
-        )
-        if existing.get("list") != self.loaded.record()["list"]:
-            changed.append("the site list")
+        have, want = self._vantage_points()
         if not have:
             changed.append("vantage_points (the store holds a single-host crawl)")
         elif want[: len(have)] != have:
             changed.append("vantage_points (they may only be added at the end)")
-        if changed:
-            raise HarnessError(
-                f"{self.store.path} holds study '{self.study_id}' with another configuration "
-                f"(differs in: {', '.join(changed)}); give the coordinator another --store"
-            )
+        return changed
+
+    def _extend_plan(self, existing: dict) -> None:
+        """A vantage point added since gets its part."""
+        have, want = self._vantage_points()
         if len(want) > len(have):
             self._add_vantage_points(want[len(have) :], existing)
-        return self.store.progress(self.study_id).total
+
+    def _vantage_points(self) -> tuple[list[str], list[str]]:
+        """The vantage points the store's plan has, and the study's."""
+        return [p for p in self.store.vantage_points(self.study_id) if p], self.study.vantage_points
 
     def _add_vantage_points(self, names: list[str], existing: dict) -> None:
         """Plan the study again at vantage points added mid-study, after every visit planned so far."""
@@ -162,47 +155,27 @@ class Coordinator:
         added = self.store.extend_plan(self.study_id, {**existing, "study": self.config}, plan)
         self.console.print(f"vantage points {', '.join(names)} added: {added} visits planned")
 
-    # -- the loop --------------------------------------------------------------------
+    # -- the run ---------------------------------------------------------------------
 
-    def run(self) -> CoordinatorSummary:
-        """Coordinate until every vantage point is done, or every unfinished one halted, or a signal."""
-        path = Path(os.path.realpath(self.store.path))
-        with holding(store_lock(path), f"store {path}", "coordinated"):
-            started = time.monotonic()
-            summary = CoordinatorSummary()
-            self.prepare()
-            self.plan_id = self.store.plan_id()
-            self.first_start = self.store.started_at(self.study_id, time.time())
-            removed = self.store.remove_orphan_hars(self.results_dir / "hars")
-            if removed:
-                self.console.print(f"removed {removed} files interrupted completions left (unrecorded HARs, .part)")
-            self._adopt()
-            self.console.print(
-                f"study {self.study_id}: coordinating {', '.join(self.states)} through {display(self.broker_url)}"
-            )
-            previous = signal.signal(signal.SIGINT, self._on_signal), signal.signal(signal.SIGTERM, self._on_signal)
-            self.store.crawler_started(self.study_id)  # `dnsstudy status` sees the coordinator as the crawler
-            try:
-                self._loop(summary)
-            except (OSError, sqlite3.Error) as exc:
-                if disk_full(exc, self.store.path):
-                    where = getattr(exc, "filename", None) or self.store.path
-                    raise HarnessError(
-                        f"disk full at {where}: the results stay in the broker; free space and run the same command"
-                    ) from None
-                raise
-            finally:
-                signal.signal(signal.SIGINT, previous[0])
-                signal.signal(signal.SIGTERM, previous[1])
-                self.store.crawler_ended(self.study_id, ending(self.stopping))
-            counts = self.store.progress(self.study_id)
-            summary.done, summary.total = counts.done, counts.total
-            summary.halted = {s.name: s.halted or s.failed or "" for s in self.states.values() if s.halted or s.failed}
-            summary.stopped = self.stopping
-            summary.seconds = time.monotonic() - started
-            return summary
+    def _new_summary(self) -> CoordinatorSummary:
+        return CoordinatorSummary()
 
-    def _loop(self, summary: CoordinatorSummary) -> None:
+    def _set_up(self) -> None:
+        self.plan_id = self.store.plan_id()
+        self._remove_orphans()
+        self._adopt()
+
+    def _opening_line(self) -> str:
+        return f"study {self.study_id}: coordinating {', '.join(self.states)} through {display(self.broker_url)}"
+
+    def _left_on_a_full_disk(self) -> str:
+        return "the results stay in the broker; free space and run the same command"
+
+    def _sum_up(self, summary: CoordinatorSummary) -> None:
+        summary.halted = {s.name: s.halted or s.failed or "" for s in self.states.values() if s.halted or s.failed}
+
+    def _do_visits(self, summary: CoordinatorSummary) -> None:
+        """Queue, collect and record until every vantage point is done, or every unfinished one halted."""
         audit = report = time.monotonic()
         while not self.stopping:
             try:
@@ -282,7 +255,7 @@ class Coordinator:
                 self.console.print(f"vantage point {state.name}: {state.failed}", markup=False, soft_wrap=True)
             del state.in_flight[task_id]
             state.missing.pop(task_id, None)
-        recorded = self._complete_visits(completed)
+        recorded = complete_visits(self.store, self.study_id, self.results_dir / "hars", completed, self.console)
         summary.visits += recorded
         summary.duplicates += len(completed) - recorded
         self.client.delete(*[self.app.backend.get_key_for_task(t) for t in finished])  # HARs leave Redis's memory
@@ -300,36 +273,6 @@ class Coordinator:
         problem = "; ".join(result["problems"]) or None
         self.store.add_block_timings(self.study_id, block, network, names, result["records"], problem, unreadable)
         summary.blocks_timed += 1
-
-    def _complete_visits(self, results: list[tuple[PlannedVisit, dict]]) -> int:
-        """Record results not recorded before (a visit that ran twice counts once); how many were recorded.
-
-        Their HARs are written and fsynced first, the directory once, then every record in one transaction.
-        """
-        fresh: list[CompletedVisit] = []
-        for visit, result in results:
-            known = self.store.planned_visit(self.study_id, visit.ordinal)
-            if known is None or known.done or any(c.visit.ordinal == visit.ordinal for c in fresh):
-                continue
-            record = result["record"]
-            har = result.get("har")
-            if not matches(visit, record) or (har and not HAR_NAME.match(har["name"])):
-                self.console.print(f"visit {visit.ordinal}: a result that is not of this visit, ignored", markup=False)
-                continue
-            if har:
-                path = self.results_dir / "hars" / har["name"]
-                write_durably(har_bytes(har["data"]), path, sync_directory=False)
-                record["har_path"] = str(path)
-            for check in result.get("checks") or []:
-                self.store.add_link_check(self.study_id, visit.block, visit.network, check)
-            if result.get("environment"):
-                prefix = f"{visit.vantage_point}/"
-                self.store.record_environment(self.study_id, {prefix + k: v for k, v in result["environment"].items()})
-            fresh.append(CompletedVisit(visit, record, result.get("attempts", 0)))
-        if fresh:
-            fsync_directory(self.results_dir / "hars")
-            self.store.complete_many(self.study_id, fresh)
-        return len(fresh)
 
     def _dispatch(self, state: VantageState) -> None:
         """Queue the vantage point's next visits (up to the window, within its block) or its block's timer run."""
@@ -455,5 +398,37 @@ class Coordinator:
             parts.append(f"{name} {counts.done}/{counts.total}{mark}")
         return f"progress: {'; '.join(parts)}"
 
-    def _on_signal(self, signum: int, frame: object) -> None:
-        self.stopping = True  # what is queued stays queued: the next coordinator adopts it
+
+def complete_visits(
+    store: Store, study_id: str, hars: Path, results: list[tuple[PlannedVisit, dict]], console: Console
+) -> int:
+    """Record results not recorded before (a visit that ran twice counts once); how many were recorded.
+
+    Their HARs are written into ``hars`` and fsynced first, the directory once, then every record in one
+    transaction. A result that is not of its visit (another URL, resolver, protocol or vantage point; a HAR
+    name that could be a path) is ignored, saying so.
+    """
+    fresh: list[CompletedVisit] = []
+    for visit, result in results:
+        known = store.planned_visit(study_id, visit.ordinal)
+        if known is None or known.done or any(c.visit.ordinal == visit.ordinal for c in fresh):
+            continue
+        record = result["record"]
+        har = result.get("har")
+        if not matches(visit, record) or (har and not HAR_NAME.match(har["name"])):
+            console.print(f"visit {visit.ordinal}: a result that is not of this visit, ignored", markup=False)
+            continue
+        if har:
+            path = hars / har["name"]
+            write_durably(har_bytes(har["data"]), path, sync_directory=False)
+            record["har_path"] = str(path)
+        for check in result.get("checks") or []:
+            store.add_link_check(study_id, visit.block, visit.network, check)
+        if result.get("environment"):
+            prefix = f"{visit.vantage_point}/"
+            store.record_environment(study_id, {prefix + k: v for k, v in result["environment"].items()})
+        fresh.append(CompletedVisit(visit, record, result.get("attempts", 0)))
+    if fresh:
+        fsync_directory(hars)
+        store.complete_many(study_id, fresh)
+    return len(fresh)
