@@ -477,5 +477,5 @@ def test_completing_results_is_idempotent_and_ignores_what_is_not_the_visit_s(tm
     assert out.getvalue().splitlines() == ["visit 3: a result that is not of this visit, ignored"] * 2
     assert complete(results[2:]) == 2
     assert sorted(p.name for p in hars.iterdir()) == sorted(r["har"]["name"] for _, r in results)
-    assert store.progress(loaded.name) == (4, PER_POINT)
+    assert store.progress(loaded.name) == VisitCounts(done=4, total=PER_POINT)
     store.close()
