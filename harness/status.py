@@ -4,7 +4,7 @@ The store is opened read-only (`Store.read_only`) and read in one short
 read transaction: with WAL (the store's journal mode) that never blocks the
 crawler; without it, a shared lock of milliseconds, which the crawler's
 busy timeout waits out. Whether the crawler is alive comes from the
-store's `crawler` record (harness/crawler.py): its pid must still name the
+store's `crawler` record (harness/process_identity.py): its pid must still name the
 process that started at the recorded tick, in the same boot, on this host.
 """
 
@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.crawler import Identity, liveness
+from harness.process_identity import Identity, liveness
 from harness.progress import RECENT_VISITS, finish_time, iso_unix, recent_rate, round_starts
 from harness.store import Store
 from harness.store.records import BlockOverview, ConfigurationCounts, CrawlerRecord, FailedVisit, HarnessFailure

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -29,7 +30,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from rich.console import Console
 
-from harness.crawler import ending
 from harness.errors import HarnessError
 from harness.lock import holding, store_lock
 from harness.station import CrawlHalted
@@ -185,7 +185,9 @@ class StudyRun(ABC, Generic[S]):
         self.first_start = self.store.started_at(self.study_id, time.time())
         self.console.print(self._opening_line())
         previous = self._catch_signals()
-        self.store.crawler_started(self.study_id)  # for `dnsstudy status`: who runs the study (harness/crawler.py)
+        self.store.crawler_started(
+            self.study_id
+        )  # for `dnsstudy status`: who runs the study (harness/process_identity.py)
         try:
             with self._halting():  # here too: the crawler's record then says the halt, not the error behind it
                 self._do_visits(summary)
@@ -275,3 +277,15 @@ class StudyRun(ABC, Generic[S]):
 
     def _sum_up(self, summary: S) -> None:  # noqa: B027 -- `run` fills in what every summary has
         """Add this kind of run's own figures to ``summary`` at its end."""
+
+
+def ending(stopping: bool) -> str:
+    """How the crawl is ending, called where it ends (a `finally`): finished, stopped, or the error that ends it."""
+    error = sys.exc_info()[1]
+    if error is None:
+        return "stopped by a signal" if stopping else "finished"
+    if isinstance(error, KeyboardInterrupt):
+        return "stopped at once by a second Ctrl-C"
+    if isinstance(error, HarnessError):
+        return f"halted: {error}"
+    return f"crashed: {type(error).__name__}: {error}"

@@ -107,7 +107,7 @@ class ConfigurationCounts:
 
 @dataclass(frozen=True)
 class CrawlerRecord:
-    """The study's last crawler as `crawler` holds it (harness/crawler.py tells whether it is alive)."""
+    """The study's last crawler as `crawler` holds it (harness/process_identity.py tells whether it is alive)."""
 
     study_id: str
     pid: int

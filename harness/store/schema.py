@@ -83,7 +83,7 @@ ADDED_COLUMNS = [
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]
 
-#: The crawl running on a study, or the last one that ran (harness/crawler.py tells whether it is alive).
+#: The crawl running on a study, or the last one that ran (harness/process_identity.py tells whether it is alive).
 #: Created by the first crawl that starts, so stores from before it are read as they are.
 CRAWLER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS crawler (

@@ -266,7 +266,9 @@ class StoreWriter:
 
     def crawler_started(self, study_id: str) -> None:
         """Record this process as the study's running crawler (pid, its start tick, boot ID, host name)."""
-        from harness.crawler import identity  # imported when used: it brings pyroute2, which readers never need
+        from harness.process_identity import (
+            identity,  # imported when used: it brings pyroute2, which readers never need
+        )
 
         me = identity(os.getpid())
         assert me is not None  # this very process runs

@@ -1,4 +1,5 @@
-"""Which process runs a crawl, and whether it still does: what the store's `crawler` table holds.
+"""A process told apart from any later one with its pid: what the store's `crawler` table holds of the
+process running a study (a crawl or a coordinator), and whether it still runs.
 
 A pid alone does not say whether a crawl runs: after the crawl dies (or the
 machine reboots) the pid may name another process. So the crawl records,
@@ -11,12 +12,10 @@ at that tick.
 from __future__ import annotations
 
 import socket
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.daemons import start_time
-from harness.errors import HarnessError
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
@@ -58,15 +57,3 @@ def liveness(recorded: Identity) -> str:
         return "dead"  # the machine rebooted since
     now = identity(recorded.pid)
     return "alive" if now is not None and now.pid_started == recorded.pid_started else "dead"
-
-
-def ending(stopping: bool) -> str:
-    """How the crawl is ending, called where it ends (a `finally`): finished, stopped, or the error that ends it."""
-    error = sys.exc_info()[1]
-    if error is None:
-        return "stopped by a signal" if stopping else "finished"
-    if isinstance(error, KeyboardInterrupt):
-        return "stopped at once by a second Ctrl-C"
-    if isinstance(error, HarnessError):
-        return f"halted: {error}"
-    return f"crashed: {type(error).__name__}: {error}"
