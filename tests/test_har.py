@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from haralyzer import HarParser
 
-from harness.browser import har as har_module
+from harness import durable
 from harness.browser.har import PageInfo, build_har, check_har, read_har, write_har
 
 T0 = 1_795_246_148_700.0
@@ -192,7 +192,7 @@ def test_a_har_is_fsynced_before_its_name_and_its_directory_after(tmp_path, monk
         synced.append(f"{Path(target).name}:{(tmp_path / 'v.har.gz').exists()}")
         real_fsync(fd)
 
-    monkeypatch.setattr(har_module.os, "fsync", fsync)
+    monkeypatch.setattr(durable.os, "fsync", fsync)
     write_har(build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0"), tmp_path / "v.har.gz")
     assert synced == ["v.har.gz.part:False", f"{tmp_path.name}:True"]
     assert read_har(tmp_path / "v.har.gz")["log"]["pages"][0]["pageTimings"]["onLoad"] == 398.0
@@ -202,7 +202,7 @@ def test_a_full_disk_leaves_neither_the_har_nor_its_part_and_names_the_file(tmp_
     def full(fd: int, data: bytes) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(har_module.os, "write", full)
+    monkeypatch.setattr(durable.os, "write", full)
     with pytest.raises(OSError) as raised:
         write_har(build_har(events(), page(), ("Firefox", "153.7.0esr"), "0.1.0"), tmp_path / "v.har.gz")
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "v.har.gz.part")

@@ -11,12 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
-import os
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from haralyzer import HarParser
+
+from harness.durable import write_durably
 
 HTTP_VERSIONS = {"h2": "HTTP/2", "http/1.1": "HTTP/1.1", "http/1.0": "HTTP/1.0", "h3": "HTTP/3"}
 
@@ -255,43 +256,6 @@ def write_har(har: dict, path: Path) -> None:
     removes the .part and raises.
     """
     write_durably(gzip.compress(json.dumps(har, separators=(",", ":")).encode(), compresslevel=6), path)
-
-
-def write_durably(data: bytes, path: Path, sync_directory: bool = True) -> None:
-    """Write ``data`` to ``path`` as `write_har` does: through a fsynced .part, renamed, the directory fsynced.
-
-    ``sync_directory`` False: the caller fsyncs the directory once after several files, before relying on them.
-    """
-    tmp = path.with_name(path.name + ".part")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)  # the data, before the name: a rename of an unsynced file can leave an empty HAR
-        finally:
-            os.close(fd)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if exc.filename is None:  # os.write and os.fsync do not say which file; a "disk full at" message must
-            raise OSError(exc.errno, exc.strerror, str(tmp)) from exc
-        raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if sync_directory:
-        fsync_directory(path.parent)  # the rename itself
-
-
-def fsync_directory(path: Path) -> None:
-    """Make the directory's entries (a rename, a new file) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_har(path: Path) -> dict:

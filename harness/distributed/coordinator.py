@@ -23,7 +23,6 @@ from celery.exceptions import BackendGetMetaError
 from kombu.exceptions import OperationalError
 from rich.console import Console
 
-from harness.browser.har import fsync_directory, write_durably
 from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
 from harness.distributed.broker import connect, display
 from harness.distributed.messages import (
@@ -36,6 +35,7 @@ from harness.distributed.messages import (
     visit_task_id,
 )
 from harness.distributed.worker import halt_key
+from harness.durable import fsync_directory, write_durably
 from harness.errors import HarnessError
 from harness.plan import PlannedVisit, make_plan
 from harness.schedule import round_start

@@ -14,7 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from harness.browser.har import fsync_directory
+from harness.durable import fsync_directory
 from harness.errors import HarnessError
 from harness.store.records import select, select_one
 from harness.store.transaction import Transaction
