@@ -33,7 +33,7 @@ VISIBILITY_S = 45  # a lost worker's visit is handed out again after this long (
 
 
 def study(tmp: Path, name: str, places: list[str], rounds: int = 1) -> Path:
-    """The tests' small lab crawl (tests/lab_tools.py) on the wired link, through `near`, at ``places``."""
+    """The tests' small lab crawl (tests/helpers.py) on the wired link, through `near`, at ``places``."""
     listed = ", ".join(f'"{p}"' for p in places)
     return study_file(
         tmp,

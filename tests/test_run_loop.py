@@ -35,7 +35,7 @@ from harness.study_run import DiskFull
 from tests.fakes import FakeBroker, FakePlace, FakeStation, FakeVisitor, FakeWorker
 from tests.helpers import study_file
 
-VISITS = 16  # tests/lab_tools.py's study: 2 sites x 2 resolvers x 2 protocols x 2 networks, in 2 blocks
+VISITS = 16  # tests/helpers.py's study: 2 sites x 2 resolvers x 2 protocols x 2 networks, in 2 blocks
 FAULTS = {"[link_check]": '[[faults]]\nname = "drop:dot"\nresolver = "near"\n\n[link_check]'}
 
 
