@@ -185,10 +185,8 @@ class StudyRun(ABC, Generic[S]):
         self.first_start = self.store.started_at(self.study_id, time.time())
         self.console.print(self._opening_line())
         previous = self._catch_signals()
-        self.store.crawler_started(
-            self.study_id
-        )  # for `dnsstudy status`: who runs the study (harness/process_identity.py)
         try:
+            self.store.crawler_started(self.study_id)  # for `dnsstudy status` (harness/process_identity.py)
             with self._halting():  # here too: the crawler's record then says the halt, not the error behind it
                 self._do_visits(summary)
         finally:

@@ -155,11 +155,6 @@ def register_timer(protocol: Protocol, build_argv: TimerArgv) -> None:
     _TIMERS[protocol.name] = build_argv
 
 
-def unregister_timer(name: str) -> None:
-    """Remove the timer of protocol ``name`` (for tests that register a dummy)."""
-    _TIMERS.pop(name, None)
-
-
 def timer_protocols() -> list[str]:
     """Protocols the resolution timer can time, in rank order."""
     return [p.name for p in protocols() if p.name in _TIMERS]

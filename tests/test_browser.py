@@ -52,11 +52,12 @@ class _Paper(Browser):
     """A browser that loads nothing: what a second implementation needs to provide, and no more."""
 
     product = "Paper"
+    default_browser_dns = "paper-defaults.toml"
 
     def __init__(self, client, timeout=30.0, margin=10.0, browser_dns=None):
-        super().__init__(client, timeout=timeout, margin=margin)
+        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
         self.version, self.versions = "1.0", {"paper": "1.0"}
-        self.browser_dns, self.dns_settings = str(browser_dns), {}
+        self.dns_settings = {}
 
     def start(self, arm: DnsArm) -> None:
         pass
@@ -84,6 +85,7 @@ def test_a_second_browser_is_a_registered_class_and_its_har_names_it(paper):
         "p.toml",
     )
     assert browser.trusted_ca == CLIENT.ca_file  # a lab's CA is trusted; an Internet side's is not
+    assert make_browser("paper", CLIENT).browser_dns == "paper-defaults.toml"  # the base keeps what a study names
     har = browser.har(browser.load("https://a.test/"), "https://a.test/")
     assert har["log"]["browser"] == {"name": "Paper", "version": "1.0"}
     assert har["log"]["pages"][0]["pageTimings"]["onLoad"] == 1.0

@@ -51,3 +51,19 @@ def test_no_sql_string_in_the_store_uses_a_positional_parameter():
         for line, text in positional_sql(path.read_text())
     ]
     assert offending == [], "positional SQL parameters (name them, :like_this): " + "; ".join(offending)
+
+
+def test_every_column_the_analysis_reads_is_in_a_new_store(tmp_path):
+    """The schema is the only contract between harness and analysis, and neither imports the other: the columns
+    the analysis names must be the store's, or a rename on one side would only fail when someone analyses."""
+    from analysis import results
+    from harness.store import Store
+
+    store = Store(tmp_path / "s.sqlite")
+    have = {
+        table: {row[1] for row in store.db.execute(f"PRAGMA table_info({table})")} for table in ("visits", "timings")
+    }
+    store.close()
+    assert set(results.VISIT_COLUMNS) - have["visits"] == set()
+    assert set(results.METRIC_COLUMNS) - have["visits"] == set()
+    assert (set(results.TIMING_COLUMNS) | set(results.OPTIONAL_TIMING_COLUMNS)) - have["timings"] == set()

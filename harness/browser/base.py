@@ -62,19 +62,22 @@ class Browser(ABC):
     product: ClassVar[str]  # the name a HAR's log.browser gives
     version: str  # the browser's version, as a HAR's log.browser gives it
     versions: dict[str, str]  # the browser's and its driver's versions, as the visit record stores them
+    default_browser_dns: ClassVar[str]  # the DNS settings a study that names none gets
     browser_dns: str  # the DNS settings the study names (a file of preferences)
     dns_settings: dict[str, bool | int | str]  # their values, which every visit reads back from the browser
 
     def __init__(
         self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
     ):
-        """Every browser is built so; ``browser_dns`` is the implementation's to read (None: its default)."""
+        """Every browser is built so; ``browser_dns`` names its DNS settings (None: `default_browser_dns`),
+        which the implementation reads into `dns_settings`."""
         if timeout <= 0 or margin <= 0:
             raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
         self.client = client
         self.timeout = timeout  # the page load's time limit
         self.margin = margin  # beyond timeout + margin the whole visit's browser is killed
         self.account = BrowserAccount.lookup()
+        self.browser_dns = str(browser_dns or self.default_browser_dns)
 
     @property
     def trusted_ca(self) -> Path | None:

@@ -34,19 +34,19 @@ class Firefox(Browser):
     """Firefox, started afresh for each visit on a copy of the place's profile template and killed after it."""
 
     product = "Firefox"
+    default_browser_dns = DNS_CURRENT
 
     def __init__(
         self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
     ):
         if not GECKODRIVER.exists():
             raise HarnessError(f"{GECKODRIVER} is missing: run scripts/setup.sh")
-        super().__init__(client, timeout=timeout, margin=margin)
+        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
         self.work_root = client.run_dir / "visits"  # each visit's profile copy, deleted after it
         self.work_root.mkdir(exist_ok=True)
         self.version = firefox_version()
         self.versions = {"firefox": self.version, "geckodriver": geckodriver_version()}
         # The browser's DNS behaviour is data a study names; every visit records the values it ran with.
-        self.browser_dns = str(browser_dns or DNS_CURRENT)
         self.dns_settings = load_prefs(self.browser_dns).as_dict()
         prefs = {**load_prefs().as_dict(), **self.dns_settings}
         self.template = ensure_template(

@@ -193,6 +193,7 @@ def add_missing_columns(db: sqlite3.Connection) -> None:
             pass  # a read-only store (a copy being analysed): readers do not need the column
     for statement in ADDED_INDEXES:
         try:
-            db.execute(statement)
+            with Transaction(db):
+                db.execute(statement)
         except sqlite3.OperationalError:
             pass  # read-only, as above
