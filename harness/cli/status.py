@@ -72,9 +72,22 @@ def study_lines(s: StudyStatus) -> list[str]:
             f"    {c.resolver + '/' + c.protocol:<24} {c.successful:>6}/{c.counted:<6} {share:>7}"
             f"   ({c.done}/{c.visits} done)"
         )
+    lines += _fault_lines(s.faults)
     lines += _block_lines(s.blocks)
     lines += _failure_lines("harness failures (retried, or recorded as Infrastructure Failure)", s.harness_failures)
     lines += _failure_lines("counted failures", s.counted_failures)
+    return lines
+
+
+def _fault_lines(faults: list[dict]) -> list[str]:
+    """The faults the study's places carry now; one the study does not declare would refuse a crawl of it."""
+    if not faults:
+        return ["  lab faults active now: none"]
+    lines = ["  lab faults active now:"]
+    for f in faults:
+        owner = f", applied {f['owner']}" if f["owner"] else ""
+        declared = "declared by the study" if f["declared"] else "NOT declared by the study: a crawl of it is refused"
+        lines.append(f"    {f['place']}: {f['name']} at resolver {f['resolver']}{owner} ({declared})")
     return lines
 
 
