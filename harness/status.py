@@ -41,8 +41,10 @@ class StudyStatus:
     blocks: list[BlockOverview] = field(default_factory=list)
     harness_failures: list[HarnessFailure] = field(default_factory=list)
     counted_failures: list[FailedVisit] = field(default_factory=list)
-    # Faults the places the study ran at carry now: place, name, resolver, owner, and whether the study declares it.
+    # Faults the labs the study was crawled at from this host carry now: place, name, resolver, owner, and whether
+    # the study declares it. `labs` names those labs ("lab:dsl"); a vantage point's lab is on its worker's host.
     faults: list[dict] = field(default_factory=list)
+    labs: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -110,6 +112,7 @@ def _study(store: Store, sid: str, failures: int, now: float) -> StudyStatus:
         harness_failures=store.harness_failures(sid, failures),
         counted_failures=store.counted_failures(sid, failures),
         faults=_faults(store, sid),
+        labs=[place for place in store.places(sid) if place.startswith("lab:")],
     )
 
 

@@ -174,6 +174,7 @@ def test_status_lists_the_faults_the_study_s_lab_carries_now(tmp_path, place, mo
     monkeypatch.setattr(state, "RUN_ROOT", tmp_path / "run-root")
     (tmp_path / "run-root" / "dsfault").mkdir(parents=True)
     assert store_status(path).studies[0].faults == []
+    assert "  lab faults active now (lab:dsfault): none" in CliRunner().invoke(main, ["status", str(path)]).output
     state.save_faults(tmp_path / "run-root" / "dsfault", [BY_HAND, Fault("wrong-name", None, "far", "by hand")])
     shown = store_status(path).studies[0].faults
     assert [(f["name"], f["resolver"], f["owner"], f["declared"]) for f in shown] == [
@@ -181,7 +182,7 @@ def test_status_lists_the_faults_the_study_s_lab_carries_now(tmp_path, place, mo
         ("wrong-name", "far", "by hand", False),
     ]
     text = CliRunner().invoke(main, ["status", str(path)]).output
-    assert "  lab faults active now:\n" in text
+    assert "  lab faults active now (lab:dsfault):\n" in text
     assert "    lab:dsfault: drop:dot at resolver near, applied by hand (declared by the study)" in text
     assert "wrong-name at resolver far, applied by hand (NOT declared by the study: a crawl of it is refused)" in text
 
