@@ -133,8 +133,11 @@ class Crawl(StudyRun[CrawlSummary]):
         """Store the study and its plan (first run), or check the store holds this very study.
 
         A results directory the user says was ``moved`` here gets its HAR paths rewritten first.
-        Returns the number of visits planned.
+        Returns the number of visits planned. Refused first (one line naming the fault and the command that
+        clears it) when the place carries a fault the study does not declare: its visits would count failures
+        the protocol did not cause.
         """
+        self._refuse_undeclared_faults()
         rewritten = self.store.adopt_results_dir(self.results_dir, self.moved)
         if rewritten:
             self.console.print(f"{self.store.path}: {rewritten} HAR paths rewritten to {self.results_dir / 'hars'}")
@@ -154,6 +157,13 @@ class Crawl(StudyRun[CrawlSummary]):
     def _locked(self) -> AbstractContextManager[None]:
         return crawling(self.place, Path(os.path.realpath(self.store.path)))
 
+    def _refuse_undeclared_faults(self) -> None:
+        """Under the place's lock, so that none is applied after this look: the faults the place carries that the
+        study does not declare (applied by hand, or left by a crawl of another study) refuse the crawl."""
+        declared = {(f.name, f.resolver) for f in self.study.faults}
+        foreign = [f for f in self.place.active_faults() if (f.name, f.resolver) not in declared]
+        self.place.refuse_faults(foreign, f"which study '{self.study_id}' does not declare (its [[faults]])")
+
     def _halt(self, exc: Exception) -> HarnessError | None:
         if isinstance(exc, subprocess.TimeoutExpired):
             return CrawlHalted(self.station.timed_out(exc))
@@ -169,7 +179,9 @@ class Crawl(StudyRun[CrawlSummary]):
     def _set_up(self) -> None:
         self._clean_up_after_a_kill()
         # The study's lab faults hold for the whole crawl, and are undone when it ends however it ends.
-        self.place.apply_faults([(f.name, f.resolver) for f in self.study.faults])
+        self.place.apply_faults(
+            [(f.name, f.resolver) for f in self.study.faults], f"by the crawl of study {self.study_id}"
+        )
         self.store.record_environment(self.study_id, self.station.environment())
 
     def _opening_line(self) -> str:

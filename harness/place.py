@@ -15,16 +15,13 @@ outside `harness/lab/` and `harness/internet/` asks which one it has.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
-from harness import netns
+from harness import netns, protocols
 from harness.errors import HarnessError
-
-if TYPE_CHECKING:
-    from harness import protocols
 
 # Interface names, the same in every place: they live inside the place's namespaces,
 # so two places never collide on them.
@@ -53,6 +50,36 @@ class Resolver:
             "doh3": urlsplit(self.doh3_uri).port if self.doh3_uri else None,
         }
         return named.get(protocol.name) or protocol.port
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault a place carries at one of its resolvers (the lab's, harness/lab/faults.py): on one protocol's
+    path, or, with no protocol, in the resolver's certificate, which every encrypted protocol meets.
+
+    Two faults are the same fault whoever applied them: ``owner`` says who did, for the person reading.
+    """
+
+    kind: str
+    protocol: str | None
+    resolver: str
+    owner: str = field(default="", compare=False)  # "by hand", "by the crawl of study X", ...
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.protocol}" if self.protocol else self.kind
+
+    def describe(self) -> str:
+        """'drop:dot at resolver near, applied by hand'."""
+        return f"{self.name} at resolver {self.resolver}" + (f", applied {self.owner}" if self.owner else "")
+
+    def touches(self, resolver: str, protocol: str) -> bool:
+        """Whether a visit to ``resolver`` over ``protocol`` meets this fault."""
+        if resolver != self.resolver:
+            return False
+        if self.protocol:
+            return protocol == self.protocol
+        return any(p.name == protocol and p.encrypted for p in protocols.protocols())
 
 
 @dataclass(frozen=True)
@@ -166,13 +193,37 @@ class Place(ABC):
         """The sites this place's web serves, or None where any site may be visited (the Internet)."""
         return None
 
-    def apply_faults(self, pairs: list[tuple[str, str]]) -> None:
-        """Apply (fault name, resolver) pairs for a crawl; only the lab can break itself on purpose."""
+    def apply_faults(self, pairs: list[tuple[str, str]], owner: str) -> None:
+        """Apply (fault name, resolver) pairs, recorded as applied by ``owner`` ("by the crawl of study X");
+        only the lab can break itself on purpose."""
         if pairs:
             raise HarnessError(f"the {self.kind} cannot apply lab faults")
 
     def clear_faults(self) -> None:  # noqa: B027 -- nothing to undo where nothing can be applied
-        """Undo every fault `apply_faults` applied."""
+        """Undo every fault the place carries."""
+
+    def active_faults(self) -> list[Fault]:
+        """The faults the place carries now, as its state records them (none where none can be applied)."""
+        return []
+
+    def faults_touching(self, resolver: str, protocol: str) -> list[str]:
+        """The names of the faults a visit to ``resolver`` over ``protocol`` meets now (what its record keeps)."""
+        return [f.name for f in self.active_faults() if f.touches(resolver, protocol)]
+
+    @property
+    def clear_faults_command(self) -> str:
+        """The command that clears the place's faults, for error messages (a place that has faults says it)."""
+        return ""
+
+    def refuse_faults(self, foreign: list[Fault], why: str) -> None:
+        """One line naming the first of ``foreign`` (faults the caller did not apply), ``why`` it cannot run
+        beside them, and the command that clears them; nothing if there are none."""
+        if foreign:
+            more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+            raise HarnessError(
+                f"{self.kind} '{self.name}' carries fault {foreign[0].describe()}{more}, {why}: "
+                f"clear it with '{self.clear_faults_command}'"
+            )
 
     def require_healthy(self) -> None:
         """Raise a one-line HarnessError unless the place is up and healthy."""

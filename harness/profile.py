@@ -10,6 +10,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError
+from harness.paths import checkout_hint
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -95,7 +96,7 @@ def load_profile(path: Path, model: type[Model]) -> Model:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise HarnessError(f"{path}: cannot read profile: {exc.strerror}") from exc
+        raise HarnessError(f"{path}: cannot read profile: {exc.strerror}{checkout_hint()}") from exc
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

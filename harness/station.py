@@ -137,7 +137,7 @@ class Station:
     def describe_check(self, block: int, network: str, check: dict) -> str:
         """The console line of a block's link check."""
         missed = [k for k, ok in check.get("verdicts", {}).items() if ok is False]
-        rtt = check.get("rtt_mean_ms")
+        rtt = check.get("rtt_median_ms", check.get("rtt_mean_ms"))  # a check stored before the median: its mean
         return (
             f"block {block}: {network} ({check.get('backend')} backend)"
             + (f", RTT {rtt:g} ms" if rtt is not None else "")

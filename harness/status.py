@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.lab.state import faults_of_place
 from harness.process_identity import Identity, liveness
 from harness.progress import RECENT_VISITS, finish_time, iso_unix, recent_rate, round_starts
 from harness.store import Store
@@ -40,6 +41,10 @@ class StudyStatus:
     blocks: list[BlockOverview] = field(default_factory=list)
     harness_failures: list[HarnessFailure] = field(default_factory=list)
     counted_failures: list[FailedVisit] = field(default_factory=list)
+    # Faults the labs the study was crawled at from this host carry now: place, name, resolver, owner, and whether
+    # the study declares it. `labs` names those labs ("lab:dsl"); a vantage point's lab is on its worker's host.
+    faults: list[dict] = field(default_factory=list)
+    labs: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -106,7 +111,26 @@ def _study(store: Store, sid: str, failures: int, now: float) -> StudyStatus:
         blocks=store.blocks_overview(sid),
         harness_failures=store.harness_failures(sid, failures),
         counted_failures=store.counted_failures(sid, failures),
+        faults=_faults(store, sid),
+        labs=[place for place in store.places(sid) if place.startswith("lab:")],
     )
+
+
+def _faults(store: Store, sid: str) -> list[dict]:
+    """The faults the study's places carry now (read from each lab's state), each marked declared or not."""
+    study = (store.study_config(sid) or {}).get("study", {})
+    declared = {(f.get("name"), f.get("resolver")) for f in study.get("faults") or []}
+    return [
+        {
+            "place": place,
+            "name": f.name,
+            "resolver": f.resolver,
+            "owner": f.owner,
+            "declared": (f.name, f.resolver) in declared,
+        }
+        for place in store.places(sid)
+        for f in faults_of_place(place)
+    ]
 
 
 def _state(crawler: CrawlerRecord | None, done: int, total: int) -> tuple[str, str, str | None]:

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from harness.arms import arm_class, browser_protocols
 from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.errors import HarnessError
-from harness.paths import PROJECT_ROOT, project_path
+from harness.paths import PROJECT_ROOT, checkout_hint, project_path
 from harness.plan import PlannedVisit, make_plan
 from harness.profile import line_of, load_profile
 from harness.resolvers import available_resolvers, load_resolver, protocols_of
@@ -316,7 +316,7 @@ def study_path(name_or_path: str) -> Path:
         path = STUDY_DIR / f"{name_or_path}.toml"
         if not path.exists():
             known = ", ".join(sorted(p.stem for p in STUDY_DIR.glob("*.toml")))
-            raise HarnessError(f"no study '{name_or_path}' (profiles/studies has: {known})")
+            raise HarnessError(f"no study '{name_or_path}' (profiles/studies has: {known}){checkout_hint()}")
     return path
 
 

@@ -75,6 +75,9 @@ class VisitResult:
     browser_dns: dict = field(default_factory=dict)  # the DNS preference profile and the values the browser ran with
     fcp_ms: float | None = None  # First Contentful Paint, as the page's Performance Timeline reports it
     lcp_ms: float | None = None  # Largest Contentful Paint (its last candidate)
+    # The place's faults this visit met (harness/lab/faults.py), by name: all at its resolver, on its protocol
+    # or on its certificate. A crawl runs beside no fault but those its study declares.
+    faults: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -96,6 +99,7 @@ class _Observed:
     packets: dict[str, int] = field(default_factory=dict)
     place_problem: str | None = None  # a daemon of the place died during the visit
     authentication_failed: bool = False  # the arm's own report: the resolver's certificate did not verify
+    faults: list[str] = field(default_factory=list)  # the place's faults the visit met
 
     @property
     def unmeasured(self) -> str | None:
@@ -199,6 +203,7 @@ class Visitor:
         link = {k: state.get(k) for k in ("profile", "backend", "fingerprint")} if state else {"profile": None}
         started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         seen = _Observed(url, uuid.uuid4().hex, started, PageLoad(), arm.problem(), self.shaper.problem(), link)
+        seen.faults = self.place.faults_touching(arm.resolver.name, arm.protocol)
         if seen.arm_problem is not None or seen.link_problem is not None:
             return seen
         control = arm.resolver.control_config
@@ -299,6 +304,7 @@ class Visitor:
             versions=self.versions,
             link=seen.link,
             browser_dns=self._browser_dns_record(report.prefs),
+            faults=seen.faults,
             **_paint_metrics(report.paint, outcome),
         )
 

@@ -119,7 +119,7 @@ step_accounts() {
   fi
 }
 
-# Python: a project-local virtual environment with pinned packages (requirements.txt only,
+# Python: a project-local virtual environment from the one lock (requirements.txt only,
 # so that an image caches it apart from the source)...
 step_venv() {
   if [ ! -x .venv/bin/python ]; then

@@ -35,7 +35,7 @@ from rich.console import Console
 from harness.distributed.app import VISIT_TASK
 from harness.distributed.worker import VantageWorker, halt_key
 from harness.errors import HarnessError
-from harness.place import ClientSide, Place, ProbePeer, Resolver
+from harness.place import ClientSide, Fault, Place, ProbePeer, Resolver
 from harness.shaping.link_profile import LinkProfile
 from harness.shaping.shaper import Shaper
 from harness.station import Station
@@ -66,7 +66,8 @@ class FakePlace(Place):
         self.name, self.run_dir, self.resolvers = name, run_dir, resolvers
         run_dir.mkdir(parents=True, exist_ok=True)
         self.dead: list[str] = []
-        self.faults: list[tuple[str, str]] = []
+        self.faults: list[tuple[str, str]] = []  # what the last apply_faults was given
+        self.applied: list[Fault] = []  # the faults it carries (a test may add one "by hand")
         self.faults_cleared = 0
 
     @property
@@ -103,12 +104,20 @@ class FakePlace(Place):
     def up_command(self) -> str:
         return "fake up"
 
-    def apply_faults(self, pairs: list[tuple[str, str]]) -> None:
+    def apply_faults(self, pairs: list[tuple[str, str]], owner: str) -> None:
         self.faults = list(pairs)
+        self.applied = [Fault(*name.partition(":")[::2], resolver, owner) for name, resolver in pairs]
 
     def clear_faults(self) -> None:
-        self.faults = []
+        self.faults, self.applied = [], []
         self.faults_cleared += 1
+
+    def active_faults(self) -> list[Fault]:
+        return [Fault(f.kind, f.protocol or None, f.resolver, f.owner) for f in self.applied]
+
+    @property
+    def clear_faults_command(self) -> str:
+        return "fake clear"
 
 
 class FakeShaper(Shaper):

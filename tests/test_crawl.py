@@ -201,28 +201,47 @@ def test_the_demo_brings_up_a_lab_crawls_analyses_and_leaves_nothing(private_lab
     assert not netns.exists(f"{prefix}-client") and not demo_lab.run_dir.exists()
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DNSSTUDY, *args], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+
+
 def test_a_study_s_lab_fault_is_counted_against_its_protocol_in_the_tables(lab, tmp_path):
-    """`[[faults]]` drop:dot for the whole crawl: DoT visits are counted DNS Errors naming the cause, DoH is
-    untouched, the timer's DoT queries fail and are shown as such, and the lab is mended when the crawl ends."""
+    """`[[faults]]` drop:dot for the whole crawl: DoT visits are counted DNS Errors naming the cause and record
+    the fault, DoH is untouched, the timer's DoT queries fail and are shown as such, and the lab is mended when
+    the crawl ends. The same fault applied by hand first refuses a study that does not declare it, in one line,
+    and `lab status` and `status` list it."""
     from analysis.results import load
     from analysis.settings import load_settings
     from analysis.tables import outcome_table, timer_failures
     from harness.lab import faults
 
-    study = study_file(
-        tmp_path,
-        name="faulttest",
-        seed=4,
-        changes={
-            'networks = ["wired", "4g"]': 'networks = ["wired"]',
-            'resolvers = ["near", "far"]': 'resolvers = ["near"]',
-            'protocols = ["do53", "doh"]': 'protocols = ["dot", "doh"]',
-            "page_load_timeout_s = 30": "page_load_timeout_s = 15",
-            # Every DoT query of the timer waits out its timeout: keep it short, and several in flight.
-            "[link_check]": '[timer]\ntimeout_ms = 1000\nconcurrency = 8\n\n[[faults]]\nname = "drop:dot"\n'
-            'resolver = "near"\n\n[link_check]',
-        },
+    changes = {
+        'networks = ["wired", "4g"]': 'networks = ["wired"]',
+        'resolvers = ["near", "far"]': 'resolvers = ["near"]',
+        'protocols = ["do53", "doh"]': 'protocols = ["dot", "doh"]',
+        "page_load_timeout_s = 30": "page_load_timeout_s = 15",
+        # Every DoT query of the timer waits out its timeout: keep it short, and several in flight.
+        "[link_check]": "[timer]\ntimeout_ms = 1000\nconcurrency = 8\n\n[link_check]",
+    }
+    undeclared = study_file(tmp_path, name="nofaulttest", seed=4, changes=changes)
+    changes["[link_check]"] = changes["[link_check]"].replace(
+        "[link_check]", '[[faults]]\nname = "drop:dot"\nresolver = "near"\n\n[link_check]'
     )
+    study = study_file(tmp_path, name="faulttest", seed=4, changes=changes)
+    lab_names = ("--prefix", TEST_PREFIX, "--subnet", TEST_SUBNET)
+
+    assert _cli("lab", "fault", "apply", "drop:dot", "--resolver", "near", *lab_names).returncode == 0
+    shown = json.loads(_cli("lab", "status", "--json", *lab_names).stdout)["faults"]
+    assert shown == [{"name": "drop:dot", "resolver": "near", "owner": "by hand"}]
+    refused = subprocess.run(
+        crawl_argv(undeclared, tmp_path / "refused" / "store.sqlite"), cwd=ROOT, env=ENV, capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and refused.stderr.splitlines() == [
+        f"dnsstudy: error: lab '{TEST_PREFIX}' carries fault drop:dot at resolver near, applied by hand, which study "
+        f"'nofaulttest' does not declare (its [[faults]]): clear it with 'dnsstudy lab fault clear --prefix "
+        f"{TEST_PREFIX}'"
+    ]
+
     store = tmp_path / "run" / "store.sqlite"
     done = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr
@@ -230,6 +249,13 @@ def test_a_study_s_lab_fault_is_counted_against_its_protocol_in_the_tables(lab, 
     db = sqlite3.connect(store)
     rows = db.execute("SELECT protocol, error_class, detail FROM visits ORDER BY protocol").fetchall()
     assert rows == [("doh", "Successful", "")] * 2 + [("dot", "DNS Error", "dot:connect-timeout")] * 2
+    recorded = db.execute("SELECT protocol, json_extract(record, '$.faults') FROM visits ORDER BY protocol").fetchall()
+    assert recorded == [("doh", "[]")] * 2 + [("dot", '["drop:dot"]')] * 2  # the fault each visit met
+
+    assert _cli("lab", "fault", "apply", "drop:dot", "--resolver", "near", *lab_names).returncode == 0
+    status = _cli("status", str(store)).stdout
+    assert f"    lab:{TEST_PREFIX}: drop:dot at resolver near, applied by hand (declared by the study)" in status
+    assert _cli("lab", "fault", "clear", *lab_names).returncode == 0 and faults.applied(lab) == []
     # Paint and load metrics are columns of Successful visits only.
     metrics = db.execute("SELECT protocol, fcp_ms, lcp_ms, dcl_ms, on_load_ms FROM visits ORDER BY protocol").fetchall()
     assert all(None not in row for row in metrics[:2]) and all(row[1:] == (None,) * 4 for row in metrics[2:])

@@ -110,6 +110,35 @@ def stamps(times: list[float]) -> list[int]:
     return [round(t * 1e9) for t in times]
 
 
+def test_the_rtt_verdict_judges_the_median_so_a_burst_of_late_probes_does_not_move_it():
+    """What a busy machine does to a probe: a burst of probes held up to 230 ms (a delayer woken late holds back
+    those behind it) among 300 on target. Their mean is 7 ms off; their median, what the link delays the typical
+    packet by, is on target. Half the probes late is the link off, and the median says so."""
+    import statistics
+    from types import SimpleNamespace
+
+    from harness.shaping.verdicts import link_verdicts
+
+    link = load_link_profile("4g")  # 53.3 ms added: target 53.4
+    on_target = [53.4 + (i % 5 - 2) * 0.4 for i in range(282)]
+    held = [53.4 + 10 * i for i in range(18, 0, -1)]  # 233 ms down to 63 ms, ten apart
+
+    def judged(rtts: list[float]) -> bool | None:
+        measured = SimpleNamespace(
+            probes=300,
+            rtt_median_ms=statistics.median(rtts),
+            uplink_lost=0,
+            downlink_lost=0,
+            uplink_rate_mbit=None,
+            downlink_rate_mbit=None,
+        )
+        return link_verdicts(measured, link, base_rtt_ms=0.1)["rtt_within_2ms"]
+
+    assert statistics.fmean(held + on_target) > 53.4 + 2  # the mean would call this link off
+    assert judged(held + on_target) is True
+    assert judged(on_target[:140] + [53.4 + 3] * 160) is False  # most probes 3 ms late: off
+
+
 def test_the_rate_verdict_holds_within_the_tolerance_only():
     from harness.shaping.verdicts import rate_ok
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import subprocess
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -74,6 +77,65 @@ def test_4g_adds_its_delay_and_rates_and_applying_twice_is_a_no_op(lab, shaper):
     assert check.rtt_mean_ms is not None and 45 < check.rtt_mean_ms < 70, check
     assert check.verdicts["uplink_rate_within_5pct"] and check.verdicts["downlink_rate_within_5pct"], check
     assert check.congestion_control["client"] and check.congestion_control["server"]
+
+
+def backlog_bytes(lab) -> list[int]:
+    """The bytes queued in every qdisc of the shaper namespace now."""
+    shown = subprocess.run(
+        netns.command(lab.config.namespaces["shaper"], ["tc", "-s", "qdisc", "show"]), capture_output=True, text=True
+    ).stdout
+    lines = [line.split() for line in shown.splitlines()]
+    return [int(words[1].removesuffix("b")) for words in lines if words and words[0] == "backlog"]
+
+
+def test_the_rate_test_leaves_the_link_empty_for_what_comes_next(lab, shaper):
+    """Its flow overloads the bucket: left queued, 200 ms of it would delay a block's first visit, or the next
+    check's first RTT probes (they read 230 ms down to 60 ms, ten apart, on 4G before the test drained it)."""
+    from harness.shaping.rate import measure_rates
+
+    link = load_link_profile("4g")
+    shaper.apply(link)
+    rates = measure_rates(lab.probe_peer(), link)
+    assert rates["uplink"]["mbit"] and rates["downlink"]["mbit"]
+    queued = backlog_bytes(lab)
+    assert queued and set(queued) == {0}, queued
+    check = check_link(lab, link, "userspace", probes=200)  # straight after another rate test
+    assert check.verdicts["rtt_within_2ms"], check
+
+
+def test_the_rtt_is_the_path_s_and_not_the_time_an_echo_waited_for_a_cpu(lab, shaper):
+    """The echo stopped for 200 ms (SIGSTOP, what a loaded machine does to it for shorter spells) mid-run: the
+    probes it held show the wait as host delay, and their RTTs stay the path's."""
+    from harness.shaping.probes import probe_path
+
+    link = load_link_profile("4g")
+    shaper.apply(link)
+    stalled: list[int] = []
+
+    def stall_the_echo() -> None:
+        time.sleep(1.0)
+        server = os.stat(f"/run/netns/{lab.config.namespaces['server']}").st_ino
+        ours = Path("/proc/self/cmdline").read_bytes()
+        children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+        # The echo: a fork of this process (the lab's daemons are children too) in the server namespace.
+        echo = next(
+            int(c)
+            for c in children
+            if os.stat(f"/proc/{c}/ns/net").st_ino == server and Path(f"/proc/{c}/cmdline").read_bytes() == ours
+        )
+        os.kill(echo, signal.SIGSTOP)
+        time.sleep(0.2)
+        os.kill(echo, signal.SIGCONT)
+        stalled.append(echo)
+
+    stopper = threading.Thread(target=stall_the_echo)
+    stopper.start()
+    run = probe_path(lab, 300, 0.01, 1.0)
+    stopper.join()
+    assert stalled and len(run.rtts) > 250
+    assert max(run.host) >= 150, max(run.host)  # the stall, seen and taken off
+    assert max(run.rtts) < 53.3 + 100, sorted(run.rtts)[-5:]  # with the stall in them: 250 ms and more
+    assert statistics.median(run.rtts) == pytest.approx(53.4, abs=2)
 
 
 def test_3g_rates_are_on_target_when_the_link_is_shaped_right(lab, shaper):

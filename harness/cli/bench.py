@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
 
 from harness.cli.common import console, lab_from, lab_options, one_line_errors
+
+if TYPE_CHECKING:
+    from harness.lab.lab import Lab
+    from harness.resolver_bench import BenchProfile
 
 
 @click.command("bench")
@@ -53,10 +58,19 @@ def bench(
     profile sets tls_resumption = true, e.g. --profile profiles/lab/resumption.toml.
     """
     from harness import resolver_bench
+    from harness.lock import using_place
 
     settings = resolver_bench.load_bench_profile(bench_profile or resolver_bench.DEFAULT_PROFILE)
     the_lab = lab_from(profile, prefix, subnet)
-    the_lab.require_up()
+    with using_place(the_lab, "benchmarked"):  # it reshapes the link: never under a running crawl
+        the_lab.require_up()
+        _run(which, the_lab, resolvers, settings, results_dir)
+
+
+def _run(which: str, the_lab: Lab, resolvers: tuple[str, ...], settings: BenchProfile, results_dir: Path) -> None:
+    """Run the benchmarks and print each one's table as it ends."""
+    from harness import resolver_bench
+
     for run in resolver_bench.run(which, the_lab, [the_lab.resolver(n) for n in resolvers], settings):
         table = Table(*[k for k in run.rows[0] if k != "ratio_cdf"], title=run.name)
         for row in run.rows:

@@ -73,6 +73,12 @@ def print_status(status) -> None:
     console.print(table)
     for r in status.resolvers:
         console.print(f"  {r['name']}: {r['description']}")
+    if status.up:
+        shown = [
+            f"{f['name']} at resolver {f['resolver']}" + (f", applied {f['owner']}" if f["owner"] else "")
+            for f in status.faults
+        ]
+        console.print("faults: " + ("; ".join(shown) if shown else "none"), markup=False, highlight=False)
     if status.dead:
         console.print(f"[red]dead daemons: {', '.join(status.dead)}[/]")
 
@@ -113,8 +119,12 @@ def lab_up(profile: str, prefix: str | None, subnet: str | None, check: bool) ->
 @one_line_errors
 def lab_down(profile: str, prefix: str | None, subnet: str | None) -> None:
     """Stop every lab process and remove namespaces, links and files (works after crashes too)."""
+    from harness.lock import using_place
+
     start = time.monotonic()
-    removed = lab_from(profile, prefix, subnet).down()
+    the_lab = lab_from(profile, prefix, subnet)
+    with using_place(the_lab, "brought down"):  # never under a crawl, a visit or a benchmark
+        removed = the_lab.down()
     console.print(f"removed {len(removed)} items in {time.monotonic() - start:.1f} s")
 
 
@@ -153,17 +163,22 @@ def lab_fault() -> None:
 @lab_options()
 @one_line_errors
 def lab_fault_apply(name: str, resolver: str, profile: str, prefix: str | None, subnet: str | None) -> None:
-    """Apply fault NAME (see `dnsstudy lab fault list`) to a lab resolver."""
+    """Apply fault NAME (see `dnsstudy lab fault list`) to a lab resolver.
+
+    It stays until `lab fault clear`; a crawl refuses to start beside it unless its study declares it.
+    """
     from harness.lab import faults
+    from harness.lock import using_place
 
     the_lab = lab_from(profile, prefix, subnet)
-    the_lab.require_healthy()
     try:
         fault = faults.parse_fault(name, resolver)
     except ValueError as exc:
         raise HarnessError(str(exc)) from None
-    faults.apply(the_lab, fault)
-    console.print(f"lab {the_lab.name}: {fault.name} at resolver {resolver}")
+    with using_place(the_lab, "given a fault"):  # a crawl's visits must not meet a fault mid-run
+        the_lab.require_healthy()
+        faults.apply(the_lab, fault)
+    console.print(f"lab {the_lab.name}: {fault.name} at resolver {resolver}; '{the_lab.clear_faults_command}' mends it")
 
 
 @lab_fault.command("clear")
@@ -172,10 +187,12 @@ def lab_fault_apply(name: str, resolver: str, profile: str, prefix: str | None, 
 def lab_fault_clear(profile: str, prefix: str | None, subnet: str | None) -> None:
     """Undo every fault applied to the lab."""
     from harness.lab import faults
+    from harness.lock import using_place
 
     the_lab = lab_from(profile, prefix, subnet)
-    the_lab.require_up()
-    cleared = faults.clear(the_lab)
+    with using_place(the_lab, "cleared of faults"):  # a crawl's declared faults hold until it ends
+        the_lab.require_up()
+        cleared = faults.clear(the_lab)
     console.print(f"lab {the_lab.name}: cleared {', '.join(f'{f.name}@{f.resolver}' for f in cleared) or 'nothing'}")
 
 
@@ -189,7 +206,7 @@ def lab_fault_list(profile: str, prefix: str | None, subnet: str | None) -> None
     the_lab = lab_from(profile, prefix, subnet)
     now = faults.applied(the_lab) if the_lab.state_file.exists() else []
     console.print("faults: " + ", ".join(faults.fault_names()))
-    console.print("applied: " + (", ".join(f"{f.name}@{f.resolver}" for f in now) or "none"))
+    console.print("applied: " + ("; ".join(f.describe() for f in now) or "none"), markup=False, highlight=False)
 
 
 @lab.command("purge-cache")

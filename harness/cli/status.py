@@ -72,9 +72,24 @@ def study_lines(s: StudyStatus) -> list[str]:
             f"    {c.resolver + '/' + c.protocol:<24} {c.successful:>6}/{c.counted:<6} {share:>7}"
             f"   ({c.done}/{c.visits} done)"
         )
+    lines += _fault_lines(s.faults, s.labs)
     lines += _block_lines(s.blocks)
     lines += _failure_lines("harness failures (retried, or recorded as Infrastructure Failure)", s.harness_failures)
     lines += _failure_lines("counted failures", s.counted_failures)
+    return lines
+
+
+def _fault_lines(faults: list[dict], labs: list[str]) -> list[str]:
+    """The faults the study's labs carry now; one the study does not declare would refuse a crawl of it."""
+    if not labs:
+        return []  # crawled on the Internet, or by workers whose labs are on their own hosts
+    if not faults:
+        return [f"  lab faults active now ({', '.join(labs)}): none"]
+    lines = [f"  lab faults active now ({', '.join(labs)}):"]
+    for f in faults:
+        owner = f", applied {f['owner']}" if f["owner"] else ""
+        declared = "declared by the study" if f["declared"] else "NOT declared by the study: a crawl of it is refused"
+        lines.append(f"    {f['place']}: {f['name']} at resolver {f['resolver']}{owner} ({declared})")
     return lines
 
 

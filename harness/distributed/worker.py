@@ -44,6 +44,19 @@ def halt_key(vantage_point: str) -> str:
     return f"dnsstudy:halted:{vantage_point}"
 
 
+def fault_owner(vantage_point: str) -> str:
+    """Who the lab's state says applied the faults a worker applies for its studies."""
+    return f"by the worker of vantage point {vantage_point}"
+
+
+def refuse_others_faults(place: Place, vantage_point: str) -> None:
+    """A worker applies each study's faults itself, so any fault but one a killed worker of this vantage point
+    left was applied by someone else (by hand, a crawl): its visits would count failures nobody declared."""
+    mine = fault_owner(vantage_point)
+    foreign = [f for f in place.active_faults() if f.owner != mine]
+    place.refuse_faults(foreign, f"which the worker of vantage point {vantage_point} did not apply")
+
+
 def worker_key(vantage_point: str) -> str:
     """Who works for a vantage point (host, pid, when it started), for the coordinator's messages."""
     return f"dnsstudy:worker:{vantage_point}"
@@ -69,8 +82,8 @@ class VantageWorker:
         study = Study.model_validate(message["study"])
         for name in study.resolvers:
             self.place.resolver(name)  # one line naming what the place has, before any visit
-        self.place.clear_faults()
-        self.place.apply_faults([(f.name, f.resolver) for f in study.faults])
+        self.place.clear_faults()  # its own, for an earlier study: `run_worker` let it start beside no other
+        self.place.apply_faults([(f.name, f.resolver) for f in study.faults], fault_owner(self.vantage_point))
         station = Station(self.place, study, self.work_dir, self.backend, self.console)
         self.stations[study_id] = (digest, station)
         self.block = None
@@ -143,6 +156,7 @@ def run_worker(
     (work_dir / "hars").mkdir(parents=True, exist_ok=True)
     with using_place(place, f"{WORKER_DOING} {vantage_point}"):
         place.require_healthy()
+        refuse_others_faults(place, vantage_point)
         warning = capacity_warning()
         if warning:
             console.print(f"warning: {warning}", markup=False, soft_wrap=True)

@@ -12,15 +12,16 @@ a lab resolver (docs/lab.md):
 Path faults are nftables rules in the server namespace, in a table of their
 own; certificate faults swap the resolver's certificate (made at `lab up`)
 and restart its unbound and QUIC front, since unbound reads certificates
-only when it starts. What is applied is kept in the lab's run directory, so
-`clear` undoes it from any process.
+only when it starts. What is applied, and who applied it, is the lab's state
+(faults.json, harness/lab/state.py): written before a fault is enforced and
+emptied only once every fault is undone, so the state never shows a lab
+healthier than it is; `clear` undoes it from any process, and a crawl
+refuses to start beside a fault its study does not declare.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,8 +30,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from harness import netns
 from harness.errors import HarnessError
 from harness.lab.ca import CertificateAuthority
+from harness.lab.state import load_faults, save_faults
 from harness.lab.topology import SERVER_IF
 from harness.lab.zones import resolver_tls_name
+from harness.place import Fault
 from harness.protocols import Protocol, protocols
 
 if TYPE_CHECKING:
@@ -43,17 +46,8 @@ CERT_KINDS = ("untrusted-cert", "wrong-name")
 WRONG_NAME = "impostor.dns.lab.test"
 
 
-@dataclass(frozen=True)
-class Fault:
-    """One fault at one lab resolver."""
-
-    kind: str  # one of PATH_KINDS or CERT_KINDS
-    protocol: str | None  # the transport a path fault hits; None for certificate faults
-    resolver: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}:{self.protocol}" if self.protocol else self.kind
+#: Who applied a fault through `dnsstudy lab fault apply`.
+BY_HAND = "by hand"
 
 
 def fault_names() -> list[str]:
@@ -67,12 +61,15 @@ def _faultable(kind: str) -> list[Protocol]:
     return [p for p in protocols() if p.encrypted and (kind != "silent" or p.carrier == "tcp")]
 
 
-def parse_fault(name: str, resolver: str) -> Fault:
-    """A fault from its name (e.g. "drop:dot"); ValueError naming the choices otherwise."""
+def parse_fault(name: str, resolver: str, owner: str = BY_HAND) -> Fault:
+    """A fault from its name (e.g. "drop:dot"), as applied by ``owner``; ValueError naming the choices otherwise.
+
+    Its kind is one of PATH_KINDS (its protocol the transport it hits) or CERT_KINDS (no protocol).
+    """
     if name not in fault_names():
         raise ValueError(f"unknown lab fault '{name}' (have: {', '.join(fault_names())})")
     kind, _, protocol = name.partition(":")
-    return Fault(kind, protocol or None, resolver)
+    return Fault(kind, protocol or None, resolver, owner)
 
 
 def write_certificates(
@@ -87,43 +84,28 @@ def write_certificates(
 
 
 def applied(lab: Lab) -> list[Fault]:
-    """The faults applied to ``lab`` now."""
-    try:
-        return [Fault(**f) for f in json.loads(_state_file(lab).read_text())]
-    except FileNotFoundError:
-        return []
-    except (ValueError, TypeError) as exc:
-        raise HarnessError(f"{_state_file(lab)} is unreadable ({exc}): run 'dnsstudy lab down' and up") from None
+    """The faults applied to ``lab`` now, each with who applied it (the lab's state)."""
+    return load_faults(lab.run_dir)
 
 
 def apply(lab: Lab, fault: Fault) -> None:
-    """Add ``fault`` to what is applied (a no-op if it already is)."""
+    """Add ``fault`` to what is applied (a no-op if it already is): recorded first, then enforced."""
     lab.resolver(fault.resolver)  # refuses an unknown resolver, naming the known ones
     now = applied(lab)
     if fault in now:
         return
     if fault.kind in CERT_KINDS and any(f.kind in CERT_KINDS and f.resolver == fault.resolver for f in now):
         raise HarnessError(f"resolver '{fault.resolver}' already has a certificate fault: clear it first")
-    _save(lab, now + [fault])
+    save_faults(lab.run_dir, now + [fault])  # a fault half-applied when this fails is still on record
     _enforce(lab, now + [fault], previous=now)
 
 
 def clear(lab: Lab) -> list[Fault]:
-    """Undo every fault; returns what was applied."""
+    """Undo every fault, then take them off the record; returns what was applied."""
     now = applied(lab)
-    _save(lab, [])
     _enforce(lab, [], previous=now)
+    save_faults(lab.run_dir, [])  # only now: had undoing failed, the record would still name them
     return now
-
-
-def _state_file(lab: Lab) -> Path:
-    return lab.run_dir / "faults.json"
-
-
-def _save(lab: Lab, faults: list[Fault]) -> None:
-    tmp = _state_file(lab).with_suffix(".tmp")
-    tmp.write_text(json.dumps([asdict(f) for f in faults]))
-    tmp.replace(_state_file(lab))
 
 
 def _enforce(lab: Lab, faults: list[Fault], previous: list[Fault]) -> None:

@@ -42,7 +42,16 @@ from harness.lab.zones import (
     unbound_local_data,
 )
 from harness.paths import PROJECT_ROOT, RUN_ROOT, project_path
-from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF, ClientSide, Place, ProbePeer, Resolver
+from harness.place import (
+    CLIENT_IF,
+    SHAPER_CLIENT_IF,
+    SHAPER_SERVER_IF,
+    ClientSide,
+    Fault,
+    Place,
+    ProbePeer,
+    Resolver,
+)
 from harness.sitelist import load_site_list
 
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
@@ -99,13 +108,21 @@ class Lab(Place):
         settings = self.config.settings.web
         return {site.domain for site in load_site_list(project_path(settings.sites), settings.top)}
 
-    def apply_faults(self, pairs: list[tuple[str, str]]) -> None:
-        """Apply (fault name, resolver) pairs (see harness/lab/faults.py)."""
+    def apply_faults(self, pairs: list[tuple[str, str]], owner: str) -> None:
+        """Apply (fault name, resolver) pairs as ``owner`` (see harness/lab/faults.py)."""
         for name, resolver in pairs:
-            faults.apply(self, faults.parse_fault(name, resolver))
+            faults.apply(self, faults.parse_fault(name, resolver, owner))
 
     def clear_faults(self) -> None:
         faults.clear(self)
+
+    def active_faults(self) -> list[Fault]:
+        return faults.applied(self)
+
+    @property
+    def clear_faults_command(self) -> str:
+        # The prefix names the lab's namespaces and run directory, all that clearing needs, whatever its profile.
+        return f"dnsstudy lab fault clear --prefix {self.name}"
 
     def web(self) -> SyntheticWeb:
         """The synthetic web this lab's profile describes (built in memory, not cached)."""

@@ -1,8 +1,12 @@
-"""The lab's state file and `LabStatus`, what `lab status` reports from it.
+"""The lab's state: its daemons (state.json) and its faults (faults.json), and `LabStatus`, what `lab status`
+reports from them.
 
 The state file (/run/dnsstudy/<prefix>/state.json) lists every daemon with
 its pid and start time. Its existence is what makes a lab up: `lab up`
 writes it (empty) before it makes anything, and `lab down` removes it last.
+Beside it, faults.json lists every fault the lab carries (harness/lab/faults.py
+writes it before it applies one and after it has cleared them), with who
+applied it: what a crawl reads before it starts, and every visit records.
 """
 
 from __future__ import annotations
@@ -13,10 +17,16 @@ from pathlib import Path
 
 from harness import netns
 from harness.daemons import Daemon
+from harness.durable import write_durably
+from harness.errors import HarnessError
 from harness.lab.config import LabConfig
 from harness.lab.unbound import DOH3_PORT, DOQ_PORT
 from harness.lab.zones import resolver_tls_name
+from harness.paths import RUN_ROOT
+from harness.place import Fault
 from harness.protocols import DO53, DOH, DOH3, DOQ, DOT
+
+FAULTS_FILE = "faults.json"
 
 
 @dataclass
@@ -30,6 +40,7 @@ class LabStatus:
     resolvers: list[dict] = field(default_factory=list)
     run_dir: str = ""
     ca: str = ""
+    faults: list[dict] = field(default_factory=list)  # name, resolver, owner of each fault the lab carries
 
     @property
     def dead(self) -> list[str]:
@@ -62,6 +73,30 @@ def save_state(state_file: Path, config: LabConfig, daemons: list[Daemon]) -> No
     tmp.replace(state_file)
 
 
+def load_faults(run_dir: Path) -> list[Fault]:
+    """The faults the lab whose run directory is ``run_dir`` carries (none if it has no faults file)."""
+    path = run_dir / FAULTS_FILE
+    try:
+        return [Fault(**f) for f in json.loads(path.read_text())]
+    except FileNotFoundError:
+        return []
+    except (ValueError, TypeError) as exc:
+        raise HarnessError(f"{path} is unreadable ({exc}): run 'dnsstudy lab down' and up") from None
+
+
+def faults_of_place(place: str) -> list[Fault]:
+    """The faults the place a store's environment names carries now: for "lab:PREFIX", that lab's (none if it
+    is down); none for any other place, which cannot be given faults."""
+    kind, _, prefix = place.partition(":")
+    return load_faults(RUN_ROOT / prefix) if kind == "lab" and prefix else []
+
+
+def save_faults(run_dir: Path, faults: list[Fault]) -> None:
+    """Replace the lab's faults file, durably: a crawl started after a crash must still see what is applied."""
+    records = [{"kind": f.kind, "protocol": f.protocol, "resolver": f.resolver, "owner": f.owner} for f in faults]
+    write_durably(json.dumps(records, indent=1).encode(), run_dir / FAULTS_FILE)
+
+
 def lab_status(config: LabConfig, state_file: Path, ca_path: Path) -> LabStatus:
     """Namespaces, daemons (alive or dead) and resolver endpoints of the lab whose state file is ``state_file``."""
     return LabStatus(
@@ -82,6 +117,7 @@ def lab_status(config: LabConfig, state_file: Path, ca_path: Path) -> LabStatus:
         resolvers=resolver_endpoints(config),
         run_dir=str(state_file.parent),
         ca=str(ca_path),
+        faults=[{"name": f.name, "resolver": f.resolver, "owner": f.owner} for f in load_faults(state_file.parent)],
     )
 
 

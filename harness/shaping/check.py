@@ -1,7 +1,8 @@
 """`net check`: measure the link a place actually has, and judge it against the profile's targets.
 
 RTT and loss per direction come from UDP probes to an echo beyond the
-shaper (probes.py), the bottleneck rate of each shaped direction from a UDP
+shaper (probes.py: the path's RTT, without what the hosts' scheduling adds;
+judged on its median), the bottleneck rate of each shaped direction from a UDP
 flow offered above it (rate.py), congestion control as each namespace's
 kernel reports it; verdicts.py says what is on target.
 """
@@ -17,7 +18,7 @@ from harness import netns
 from harness.errors import HarnessError
 from harness.place import Place
 from harness.shaping.link_profile import LinkProfile
-from harness.shaping.probes import probe_rtt, require_probe_peer
+from harness.shaping.probes import probe_path, require_probe_peer
 from harness.shaping.rate import STALL_S, measure_rates
 from harness.shaping.verdicts import link_targets, link_verdicts
 
@@ -29,7 +30,7 @@ class LinkCheck:
     profile: str
     backend: str | None
     probes: int
-    rtt_mean_ms: float | None
+    rtt_mean_ms: float | None  # the path's RTTs (probes.py: what the hosts' scheduling added is taken off)
     rtt_sd_ms: float | None
     uplink_loss_percent: float
     downlink_loss_percent: float
@@ -42,6 +43,8 @@ class LinkCheck:
     targets: dict = field(default_factory=dict)
     verdicts: dict = field(default_factory=dict)
     problem: str | None = None
+    rtt_median_ms: float | None = None  # what the RTT verdict judges
+    host_ms: float | None = None  # the mean time the client's and the echo's scheduling added to a probe, taken off
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,8 +53,9 @@ class LinkCheck:
         """(measure, measured, target, within target) for a table; None where there is no target."""
         t, v = self.targets, self.verdicts
         return [
-            ("RTT mean", _show(self.rtt_mean_ms, " ms"), _show(t["rtt_mean_ms"], " ms"), v["rtt_within_2ms"]),
-            ("RTT SD", _show(self.rtt_sd_ms, " ms"), "", None),
+            ("RTT median", _show(self.rtt_median_ms, " ms"), _show(t["rtt_mean_ms"], " ms"), v["rtt_within_2ms"]),
+            ("RTT mean, SD", f"{_show(self.rtt_mean_ms, ' ms')}, {_show(self.rtt_sd_ms, ' ms')}", "", None),
+            ("host delay taken off (mean)", _show(self.host_ms, " ms"), "", None),
             (
                 "uplink loss",
                 f"{self.uplink_loss_percent:g} % ({self.uplink_lost})",
@@ -138,7 +142,8 @@ def check_link(
     # An echo later than three times the longest round trip the profile allows, plus a stall in each of the
     # four user-space stages a probe passes (client loop, uplink delayer, echo, downlink delayer), is lost.
     wait = 3 * (trip["added_rtt_ms"] + 4 * trip["rtt_jitter_ms"]) / 1000 + 4 * STALL_S
-    rtts, seen, sent = probe_rtt(place, probes, interval, wait)
+    run = probe_path(place, probes, interval, wait)
+    rtts, seen, sent = run.rtts, run.seen, run.sent
     up_lost, down_lost = sent - seen, seen - len(rtts)
     rates = measure_rates(peer, profile, seconds) if rtts else {}
     check = LinkCheck(
@@ -147,6 +152,8 @@ def check_link(
         probes=sent,
         rtt_mean_ms=round(statistics.fmean(rtts), 3) if rtts else None,
         rtt_sd_ms=round(statistics.stdev(rtts), 3) if len(rtts) > 1 else None,
+        rtt_median_ms=round(statistics.median(rtts), 3) if rtts else None,
+        host_ms=round(statistics.fmean(run.host), 3) if run.host else None,
         uplink_loss_percent=round(100 * up_lost / sent, 3),
         downlink_loss_percent=round(100 * down_lost / seen, 3) if seen else 100.0,
         uplink_lost=up_lost,

@@ -59,6 +59,8 @@ IPV6_MTU = 24
 TIMESPEC = struct.Struct("@qq")
 #: The shaper's token bucket lets this much through at line rate after an idle spell (both backends).
 TBF_BURST_BYTES = cast(int, TBF["burst"])
+#: ... and queues at most this long before it drops.
+_TBF_LATENCY_S = int(str(TBF["latency"]).removesuffix("ms")) / 1000
 SEQUENCE = struct.Struct("!I")
 
 
@@ -72,6 +74,7 @@ class RatePlan:
     warmup_s: float  # arrivals this long after the first are not counted
     window_s: float  # then at least this long is
     lead_s: float  # the direction's one-way delay and jitter: when the first frame may arrive
+    quiet_s: float = STALL_S  # no arrival for this long after the flow ends: the queue it built has drained
 
     @property
     def span_s(self) -> float:
@@ -107,6 +110,7 @@ def plan_rate(direction: Direction, frame_bits: int, least_window_s: float = 0.0
         warmup_s=(8 * TBF_BURST_BYTES / rate + jitter_s + STALL_S) / RATE_OVERLOAD,
         window_s=max(least_window_s, WINDOW_FRAMES * frame_bits / rate, 2 * TIMER_SLIP_S / RATE_PRECISION),
         lead_s=direction.delay_ms / 1000 + jitter_s,
+        quiet_s=jitter_s + STALL_S,
     )
 
 
@@ -180,17 +184,27 @@ class _Flow:
             self.sent += 1
             due = self.next_due(now)
 
-    def drain(self) -> None:
-        """Read every waiting datagram, keeping the kernel's receive timestamp of each."""
+    def drain(self, keep: bool = True) -> int:
+        """Read every waiting datagram, keeping (``keep``) the kernel's receive timestamp of each; how many."""
+        read = 0
         while True:
             try:
                 _, ancillary, _, _ = self.receiver.recvmsg(SEQUENCE.size, socket.CMSG_SPACE(TIMESPEC.size))
             except BlockingIOError:
-                return
-            for level, kind, data in ancillary:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                    seconds, nanoseconds = TIMESPEC.unpack(data[: TIMESPEC.size])
-                    self.stamps.append(seconds * 1_000_000_000 + nanoseconds)
+                return read
+            read += 1
+            stamp = received_ns(ancillary)
+            if stamp is not None and keep:
+                self.stamps.append(stamp)
+
+
+def received_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The kernel's receive time (CLOCK_REALTIME, ns) among a datagram's ancillary data (SO_TIMESTAMPNS)."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            seconds, nanoseconds = TIMESPEC.unpack(data[: TIMESPEC.size])
+            return seconds * 1_000_000_000 + nanoseconds
+    return None
 
 
 def _socket(namespace: str, family: socket.AddressFamily) -> socket.socket:
@@ -258,6 +272,24 @@ def _run(flows: list[_Flow]) -> None:
             by_socket[s.fileno()].drain()
     for flow in flows:
         flow.drain()
+    _wait_until_drained(flows)
+
+
+def _wait_until_drained(flows: list[_Flow]) -> None:
+    """Read what the flows left queued in the link until it stops arriving.
+
+    The overload fills each bucket's queue (200 ms of it) by the window's end: left there, it would hold
+    back whatever comes next, the first visit of a block or the RTT probes of the next check, by up to that
+    much. The queue drains in order at the rate, so a spell with no arrival (the delayer's jitter and a
+    stall) means it is empty; the tbf's latency, the delay and a second bound the wait.
+    """
+    quiet = max(f.plan.quiet_s for f in flows)
+    end = time.monotonic() + _TBF_LATENCY_S + max(f.plan.lead_s for f in flows) + quiet + 1.0
+    by_socket = {f.receiver.fileno(): f for f in flows}
+    while time.monotonic() < end:
+        ready = select.select([f.receiver for f in flows], [], [], quiet)[0]
+        if not ready or not sum(by_socket[s.fileno()].drain(keep=False) for s in ready):
+            return
 
 
 def _summary(flow: _Flow) -> dict:

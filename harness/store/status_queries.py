@@ -65,6 +65,15 @@ class StatusQueries:
             return None
         return CrawlerRecord(**dict(row)) if row else None
 
+    def places(self, study_id: str) -> list[str]:
+        """Where the study's crawls ran, as their environment records it ("lab:dsl"), first recorded first."""
+        rows = select(
+            self.db,
+            "SELECT value FROM environment WHERE study_id = :study_id AND key = 'place' ORDER BY recorded_at, value",
+            study_id=study_id,
+        )
+        return [row["value"] for row in rows]
+
     def configuration_counts(self, study_id: str) -> list[ConfigurationCounts]:
         """Visits done, planned in all, successful and counted, per configuration."""
         rows = select(
