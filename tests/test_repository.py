@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,12 @@ def test_capability_check_reads_capeff():
         require_root("lab up", capabilities=1 << 12)
     with pytest.raises(HarnessError, match="lacks CAP_NET_ADMIN and CAP_SYS_ADMIN"):
         require_root("lab up", capabilities=0)
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout (the image's copy of the tree)")
+def test_no_environment_or_build_output_is_tracked():
+    """A tracked `.venv` or `build` (a worktree's symlink, say) replaces the real directory on checkout or merge."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "--", ".venv", "build"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert tracked == []
