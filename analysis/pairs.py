@@ -23,7 +23,7 @@ import pandas as pd
 from analysis.metrics import ONLOAD, Metric, get_metric
 from analysis.resampling import draw_resamples
 from analysis.settings import AnalysisSettings
-from analysis.stats import PairStatistics, adjust_family, compare
+from analysis.stats import PairStatistics, adjust_family, compare_all
 
 Configuration = tuple[str, str]  # (resolver, protocol)
 #: What a site is resampled within, and what a pair never crosses besides the crawl. A store with a browser
@@ -127,11 +127,9 @@ def grid(
     codes, strata = site_codes(table)
     resamples = draw_resamples(strata, reading.resamples, reading.seed)
     upper = [(row, column) for i, row in enumerate(order) for column in order[i + 1 :]]
-    computed = []
-    for row, column in upper:
-        d, mask = paired(table, row, column)
-        computed.append((d, compare(d, reading, codes[mask], resamples)))
-    family = adjust_family([st for _, st in computed], adjustment or settings.statistics.adjustment, reading)
+    computed = [paired(table, row, column) for row, column in upper]
+    statistics = compare_all([(d, codes[mask]) for d, mask in computed], reading, resamples)
+    family = adjust_family(statistics, adjustment or settings.statistics.adjustment, reading)
     done = {pair: (d, st) for pair, (d, _), st in zip(upper, computed, family, strict=True)}
     cells: list[Cell] = []
     for row in order:

@@ -60,9 +60,11 @@ def exact_median_interval(values: np.ndarray, low: float, high: float) -> tuple[
 @dataclass(frozen=True)
 class Resamples:
     """Bootstrap resamples of a table's sites: ``weights[b, s]`` is how often site s was drawn in resample b.
-    Each stratum (vantage point) keeps its number of sites in every resample."""
+    Each stratum (vantage point) keeps its number of sites in every resample. ``by_site`` is the same counts
+    site by site (``weights.T`` as int32, rows contiguous): the median's window gathers sites' rows."""
 
-    weights: np.ndarray  # (resamples, sites), float64 holding small integers
+    weights: np.ndarray  # (resamples, sites), float64 holding small integers: for matrix products
+    by_site: np.ndarray  # (sites, resamples), int32
 
 
 def draw_resamples(strata: np.ndarray, count: int, seed: int) -> Resamples:
@@ -70,13 +72,13 @@ def draw_resamples(strata: np.ndarray, count: int, seed: int) -> Resamples:
     within each stratum, from ``seed`` (the same data and seed give the same intervals)."""
     strata = np.asarray(strata)
     rng = np.random.default_rng(seed)
-    weights = np.zeros((count, len(strata)))
+    by_site = np.zeros((len(strata), count), dtype=np.int32)
     for stratum in np.unique(strata):
         members = np.flatnonzero(strata == stratum)
         m = len(members)
         picks = rng.integers(0, m, size=(count, m)) + (np.arange(count) * m)[:, None]
-        weights[:, members] = np.bincount(picks.ravel(), minlength=count * m).reshape(count, m)
-    return Resamples(weights)
+        by_site[members, :] = np.bincount(picks.ravel(), minlength=count * m).reshape(count, m).T
+    return Resamples(np.ascontiguousarray(by_site.T, dtype=np.float64), by_site)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,49 @@ class Intervals:
     unit: str  # "site": sites resampled with all their pairs; "pair": one pair per site, the median's exact
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One cell's pairs ready to be resampled: sorted, each one's site, and the per-site sums the resamples
+    weigh (pairs, their sum, those above +large_ms, those below -large_ms, those before the median's window)."""
+
+    x: np.ndarray
+    sites: np.ndarray
+    per_site: np.ndarray  # (sites, 5)
+    window: _Window
+
+
+def sample(differences: np.ndarray, sites: np.ndarray, n_sites: int, large_ms: float) -> Sample:
+    """A cell's ``differences`` with their ``sites`` (indices among ``n_sites``), sorted and summed by site."""
+    order = np.argsort(differences, kind="stable")
+    x, s = np.asarray(differences, dtype=float)[order], np.asarray(sites)[order]
+    window = _Window.around(s, n_sites)
+    per_site = np.stack(
+        [
+            np.bincount(s, minlength=n_sites).astype(float),
+            np.bincount(s, weights=x, minlength=n_sites),
+            np.bincount(s, weights=(x > large_ms).astype(float), minlength=n_sites),
+            np.bincount(s, weights=(x < -large_ms).astype(float), minlength=n_sites),
+            np.bincount(s[: window.start], minlength=n_sites).astype(float),
+        ],
+        axis=1,
+    )
+    return Sample(x, s, per_site, window)
+
+
+def intervals_of(samples: list[Sample], resamples: Resamples, levels: list[tuple[float, float]]) -> list[Intervals]:
+    """The intervals of several cells (each at its percentile ``levels``), their resampled sums from one matrix
+    product: a grid's cells share their resamples, and one large product is far cheaper than many small ones.
+    A resample that drew none of a cell's sites (the others had no pair there) is left out of that cell: its
+    distribution is that of resamples with at least one pair."""
+    if not samples:
+        return []
+    sums = resamples.weights @ np.hstack([s.per_site for s in samples])
+    return [
+        _finish(s, sums[:, 5 * i : 5 * i + 5], resamples, lv)
+        for i, (s, lv) in enumerate(zip(samples, levels, strict=True))
+    ]
+
+
 def intervals(
     differences: np.ndarray,
     sites: np.ndarray,
@@ -98,34 +143,43 @@ def intervals(
     large_ms: float,
 ) -> Intervals:
     """Intervals of row - column ``differences`` whose sites are ``sites`` (indices into the resamples' sites),
-    at the percentiles ``levels``. A resample that drew none of these sites (the others had no pair here) is
-    left out: the distribution is that of resamples with at least one pair."""
-    order = np.argsort(differences, kind="stable")
-    x, s = np.asarray(differences, dtype=float)[order], np.asarray(sites)[order]
-    n_sites = resamples.weights.shape[1]
-    per_site = np.stack(
-        [
-            np.bincount(s, minlength=n_sites).astype(float),
-            np.bincount(s, weights=x, minlength=n_sites),
-            np.bincount(s, weights=(x > large_ms).astype(float), minlength=n_sites),
-            np.bincount(s, weights=(x < -large_ms).astype(float), minlength=n_sites),
-        ],
-        axis=1,
-    )
-    present = per_site[:, 0] > 0  # only sites with pairs here matter
-    drawn = resamples.weights if present.all() else resamples.weights[:, present]
-    per_site = per_site[present]
-    sums = drawn @ per_site
+    at the percentiles ``levels`` (one cell of `intervals_of`)."""
+    one = sample(differences, sites, resamples.weights.shape[1], large_ms)
+    return intervals_of([one], resamples, [levels])[0]
+
+
+def _finish(cell: Sample, sums: np.ndarray, resamples: Resamples, levels: tuple[float, float]) -> Intervals:
+    """A cell's intervals from its resampled sums (one row per resample, the columns of `Sample.per_site`)."""
     kept = sums[:, 0] > 0
     if not kept.all():
-        sums, drawn = sums[kept], drawn[kept]
-    ratios = sums[:, 1:] / sums[:, :1]
+        sums = sums[kept]
+    ratios = sums[:, 1:4] / sums[:, :1]
     mean, slower, faster = (_percentiles(ratios[:, i], levels) for i in range(3))
-    if np.all(per_site[:, 0] == 1):
-        return Intervals(exact_median_interval(x, *levels), mean, slower, faster, "pair")
-    site_index = np.unique(s, return_inverse=True)[1]  # sites with pairs, renumbered as the columns of `drawn`
-    median = _median_percentiles(x, site_index, drawn, sums[:, 0], levels)
+    if np.all(cell.per_site[cell.per_site[:, 0] > 0, 0] == 1):
+        return Intervals(exact_median_interval(cell.x, *levels), mean, slower, faster, "pair")
+    median = _median_percentiles(cell.x, cell.sites, resamples, kept, sums[:, 0], sums[:, 4], cell.window, levels)
     return Intervals(median, mean, slower, faster, "site")
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The sorted pairs [start, stop) in which the resampled medians are looked for, ``half`` each side of the
+    sample median."""
+
+    start: int
+    stop: int
+    half: int
+
+    @classmethod
+    def around(cls, site: np.ndarray, n_sites: int, half: int | None = None) -> _Window:
+        """A window of ``half`` pairs each side of the median; by default four times the spread of the
+        resampled median's rank: the square root of the sum over sites of (pairs below the median - half the
+        site's pairs)^2, which a site's pairs falling together on one side make large."""
+        n = len(site)
+        if half is None:
+            imbalance = np.bincount(site[: n // 2], minlength=n_sites) - np.bincount(site, minlength=n_sites) / 2
+            half = 4 * math.ceil(math.sqrt(float(np.sum(imbalance**2)))) + 16
+        return cls(max(n // 2 - half, 0), min(n // 2 + half, n), half)
 
 
 def _percentiles(values: np.ndarray, levels: tuple[float, float]) -> tuple[float, float]:
@@ -142,24 +196,31 @@ def _ranks(count: int, levels: tuple[float, float]) -> tuple[int, int]:
 
 
 def _median_percentiles(
-    x: np.ndarray, site: np.ndarray, drawn: np.ndarray, totals: np.ndarray, levels: tuple[float, float]
+    x: np.ndarray,
+    site: np.ndarray,
+    resamples: Resamples,
+    kept: np.ndarray,
+    totals: np.ndarray,
+    below: np.ndarray,
+    window: _Window,
+    levels: tuple[float, float],
 ) -> tuple[float, float]:
-    """Percentiles of the resampled medians. ``x`` sorted, ``site`` its sites (columns of ``drawn``), ``drawn``
-    each resample's weights, ``totals`` each resample's number of pairs. A resample's median is its k-th
-    smallest pair (k = ceil(total / 2)), as in `exact_median_interval`."""
-    n = len(x)
-    k = np.ceil(totals / 2)
+    """Percentiles of the resampled medians (of the ``kept`` resamples, with ``totals`` pairs and ``below``
+    of them before the window). ``x`` sorted, ``site`` its sites. A resample's median is its k-th smallest
+    pair (k = ceil(total / 2)), as in `exact_median_interval`: it lies where the resample's running count of
+    pairs, down the sorted differences, first reaches k. Only the window is counted; it is widened until it
+    holds both percentiles."""
+    n, n_sites = len(x), resamples.weights.shape[1]
     low_rank, high_rank = _ranks(len(totals), levels)
-    half = 2 * math.ceil(math.sqrt(float(np.sum(np.bincount(site) ** 2)))) + 16
+    k = np.ceil(totals / 2)
+    by_site = resamples.by_site if kept.all() else resamples.by_site[:, kept]
     while True:
-        start, stop = max(n // 2 - half, 0), min(n // 2 + half, n)
-        below = drawn @ np.bincount(site[:start], minlength=drawn.shape[1]).astype(float)
-        running = below[:, None] + np.cumsum(drawn[:, site[start:stop]], axis=1)
-        inside = running[:, -1] >= k
-        position = np.where(inside, start + np.argmax(running >= k[:, None], axis=1), n)  # n: above the window
-        position[below >= k] = -1  # below the window
+        running = np.add.accumulate(by_site[site[window.start : window.stop]], axis=0, dtype=np.int32)
+        short = np.count_nonzero(running < (k - below)[None, :], axis=0)  # window pairs before the median
+        position = np.where(below >= k, -1, window.start + short)  # -1: below the window; stop: above it
         ranked = np.sort(position)
         low, high = ranked[low_rank], ranked[high_rank]
-        if (low >= start or start == 0) and (high < stop or stop == n):
+        if (low >= window.start or window.start == 0) and (high < window.stop or window.stop == n):
             return float(x[max(low, 0)]), float(x[min(high, n - 1)])
-        half *= 2
+        window = _Window.around(site, n_sites, 2 * window.half)
+        below = (resamples.weights @ np.bincount(site[: window.start], minlength=n_sites).astype(float))[kept]

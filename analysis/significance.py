@@ -19,6 +19,7 @@ false ones among the verdicts made), which a study can choose instead.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
@@ -36,7 +37,9 @@ def sign_test(differences: np.ndarray, sites: np.ndarray | None = None) -> float
     """Two-sided p-value of the sign test of a zero median, resampling units ``sites`` (one per difference;
     None: every difference its own unit). Zero differences carry no sign; all zero gives 1."""
     d = np.asarray(differences, dtype=float)
-    units = np.arange(len(d)) if sites is None else np.unique(np.asarray(sites), return_inverse=True)[1]
+    units = np.arange(len(d)) if sites is None else np.asarray(sites)
+    if units.dtype.kind not in "iu" or (len(units) and units.min() < 0):  # not codes 0, 1, ...: make them so
+        units = np.unique(units, return_inverse=True)[1]
     sums = np.bincount(units, weights=np.sign(d)) if len(d) else np.empty(0)
     sums = sums[sums != 0]
     if not len(sums):
@@ -60,7 +63,7 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return adjusted
 
 
-def adjust(p_values: list[float | None], method: str) -> list[float | None]:
+def adjust(p_values: Sequence[float | None], method: str) -> list[float | None]:
     """Adjust a family's p-values together (``method``: a key of `ADJUSTMENTS`); a None (a cell with too few
     pairs for a test) stays None and is not counted in the family."""
     if method not in ADJUSTMENTS:
@@ -76,6 +79,6 @@ def adjust(p_values: list[float | None], method: str) -> list[float | None]:
     return adjusted
 
 
-def family_size(p_values: list[float | None]) -> int:
+def family_size(p_values: Sequence[float | None]) -> int:
     """How many verdicts of a family were tested (and so adjusted together)."""
     return sum(p is not None for p in p_values)

@@ -16,7 +16,16 @@ import numpy as np
 from scipy import stats
 
 from analysis.hodges_lehmann import hodges_lehmann
-from analysis.resampling import Resamples, draw_resamples, exact_median_interval, intervals, percentile_levels
+from analysis.resampling import (
+    Intervals,
+    Resamples,
+    Sample,
+    draw_resamples,
+    exact_median_interval,
+    intervals_of,
+    percentile_levels,
+    sample,
+)
 from analysis.significance import adjust, family_size, sign_test
 
 
@@ -203,28 +212,52 @@ def compare(
     """Statistics of paired differences (row - column) whose sites are ``sites`` (codes, one per difference;
     None: every pair its own site), as a family of one (`adjust_family` adjusts a grid's cells together).
 
-    With ``resamples`` the codes index its sites (a grid draws them once for all its cells); without, they are
-    drawn here. "indistinguishable" needs the whole interval within +-indistinguishable_ms, not just the
-    median; "row slower"/"row faster" need the interval to exclude zero and the p-value to be below
-    1 - confidence; anything else is "inconclusive". The descriptive statistics are given whenever there is a
-    pair, the intervals, p-value and verdict only from ``min_pairs`` pairs on, over two sites at least.
+    With ``resamples`` the codes index its sites; without, they are drawn here. "indistinguishable" needs the
+    whole interval within +-indistinguishable_ms, not just the median; "row slower"/"row faster" need the
+    interval to exclude zero and the p-value to be below 1 - confidence; anything else is "inconclusive". The
+    descriptive statistics are given whenever there is a pair, the intervals, p-value and verdict only from
+    ``min_pairs`` pairs on, over two sites at least.
     """
     d = np.asarray(differences, dtype=float)
     codes = np.arange(len(d)) if sites is None else np.asarray(sites)
-    units = len(np.unique(codes))
-    described = _descriptive_statistics(d, units, reading)
-    if len(d) == 0 or len(d) < reading.min_pairs:
-        return described
-    if units < 2:
-        return replace(described, verdict="too few sites")
     if resamples is None:
-        codes = np.unique(codes, return_inverse=True)[1]
+        codes = np.unique(codes, return_inverse=True)[1] if len(codes) else codes.astype(int)
+        units = int(codes.max()) + 1 if len(codes) else 0
         resamples = draw_resamples(np.zeros(units, dtype=int), reading.resamples, reading.seed)
-    levels = percentile_levels(reading.confidence, units, reading.interval)
-    iv = intervals(d, codes, resamples, levels, reading.large_difference_ms)
-    p = sign_test(d, codes)
+    return compare_all([(d, codes)], reading, resamples)[0]
+
+
+def compare_all(
+    cells: list[tuple[np.ndarray, np.ndarray]], reading: Reading, resamples: Resamples
+) -> list[PairStatistics]:
+    """`compare` for several cells, each (differences, site codes into ``resamples``), their resamples
+    weighed in one product (analysis.resampling.intervals_of): how a grid computes its cells."""
+    described: list[PairStatistics] = []
+    tested: list[int] = []
+    samples: list[Sample] = []
+    levels: list[tuple[float, float]] = []
+    for d, codes in cells:
+        order = np.argsort(np.asarray(d, dtype=float), kind="stable")
+        x, s = np.asarray(d, dtype=float)[order], np.asarray(codes)[order]  # sorted once: later sorts find it so
+        units = int(np.count_nonzero(np.bincount(s))) if len(s) else 0
+        st = _descriptive_statistics(x, units, reading)
+        if len(x) and len(x) >= reading.min_pairs:
+            if units < 2:
+                st = replace(st, verdict="too few sites")
+            else:
+                tested.append(len(described))
+                samples.append(sample(x, s, resamples.weights.shape[1], reading.large_difference_ms))
+                levels.append(percentile_levels(reading.confidence, units, reading.interval))
+        described.append(st)
+    for i, cell, iv in zip(tested, samples, intervals_of(samples, resamples, levels), strict=True):
+        described[i] = _with_interval(described[i], iv, sign_test(cell.x, cell.sites), reading)
+    return described
+
+
+def _with_interval(st: PairStatistics, iv: Intervals, p: float, reading: Reading) -> PairStatistics:
+    """A cell's descriptive statistics with its intervals, p-value and verdict (a family of one)."""
     return replace(
-        described,
+        st,
         ci_low_ms=iv.median[0],
         ci_high_ms=iv.median[1],
         mean_ci_low_ms=iv.mean[0],
