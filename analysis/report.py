@@ -204,10 +204,18 @@ def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) 
         caption = f"Outcome of visits per network, resolver and protocol ({taxonomy} taxonomy, % of visits)"
         report.tables += tables.write_table(frame, report.out / "tables" / f"outcomes-{taxonomy}", caption)
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
-    frame = tables.success_differences(visits, settings)
-    caption = f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points)"
+    frame = tables.success_differences(visits, settings, report.adjustment)
+    caption = (
+        f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points; "
+        f"p_value: by site; p_adjusted: {ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
+        f"of this table ({ADJUSTMENTS[report.adjustment]} {1 - settings.statistics.confidence:.0%}); differs: the "
+        f"interval clear of zero and p_adjusted below {1 - settings.statistics.confidence:g})"
+    )
     report.tables += tables.write_table(frame, report.out / "tables" / "success-differences", caption)
-    parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
+    formats = {c: _number("{:.2g}") for c in ("p_value", "p_adjusted") if c in frame.columns}
+    parts.append(
+        f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f", formatters=formats)
+    )
     return "\n".join(parts)
 
 

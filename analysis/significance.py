@@ -53,6 +53,24 @@ def sign_test(differences: np.ndarray, sites: np.ndarray | None = None) -> float
     return float(2 * stats.norm.sf(observed / math.sqrt(float(np.sum(sums**2)))))
 
 
+def rate_difference_test(s1: np.ndarray, n1: np.ndarray, s2: np.ndarray, n2: np.ndarray) -> float | None:
+    """Two-sided p-value of "two success rates are equal", with the site as the unit: ``s1``, ``n1`` are each
+    site's successes and visits under the first configuration, ``s2``, ``n2`` under the second. The
+    difference of the pooled rates is divided by its standard error from the sites' own contributions
+    (linearised, the sandwich estimate), so a site's many visits count as that site's. None with fewer than
+    two sites."""
+    sites = np.count_nonzero((np.asarray(n1) + np.asarray(n2)) > 0)
+    total1, total2 = float(np.sum(n1)), float(np.sum(n2))
+    if sites < 2 or not total1 or not total2:
+        return None
+    p1, p2 = float(np.sum(s1)) / total1, float(np.sum(s2)) / total2
+    contribution = (np.asarray(s1) - p1 * np.asarray(n1)) / total1 - (np.asarray(s2) - p2 * np.asarray(n2)) / total2
+    error = math.sqrt(sites / (sites - 1) * float(np.sum(contribution**2)))
+    if error == 0:
+        return 1.0 if p1 == p2 else 0.0  # every site the same: all of one, none of the other
+    return float(2 * stats.norm.sf(abs(p1 - p2) / error))
+
+
 def holm(p_values: np.ndarray) -> np.ndarray:
     """Holm's step-down adjusted p-values: the i-th smallest is scaled by (m - i + 1), then made monotone."""
     p = np.asarray(p_values, dtype=float)

@@ -27,6 +27,7 @@ from analysis.settings import load_settings
 from analysis.significance import ADJUSTMENTS, BH, HOLM, adjust, holm, sign_test
 from analysis.simulate import Scenario, draw, truth
 from analysis.stats import PairStatistics, adjust_family, compare
+from analysis.tables import success_differences
 from harness.cli import main
 from harness.study import StudyAnalysis, load_study
 from tests.synthetic import make_store, ok
@@ -261,3 +262,16 @@ def test_study_power_and_check_say_what_a_plan_detects_and_warn_below_the_declar
     path.write_text(INTERNET_STUDY.format(mde=-5))
     refused = CliRunner().invoke(main, ["study", "check", str(path)])
     assert refused.exit_code == 2 and "minimum_detectable_effect_ms" in refused.output
+
+
+def test_a_success_difference_carried_by_two_sites_of_forty_is_not_a_verdict(tmp_path):
+    def outcome(n, r, i, res, p):
+        if res == "b" and i < 2:  # b fails at two sites, in every round
+            return "DNS Error", None, "DNS Error"
+        return ok(1000.0 + i)
+
+    visits = load(make_store(tmp_path / "s.sqlite", outcome, rounds=4)).visits
+    row = success_differences(visits, SETTINGS).iloc[0]
+    assert row["difference (a - b) pp"] == 5 and row["ci low pp"] > 0  # 160 visits each: clear of zero
+    assert row["p_value"] == pytest.approx(0.15, abs=0.02) and not row["differs"]  # 40 sites: not settled
+    assert row["adjustment"] == HOLM and row["p_adjusted"] == row["p_value"]  # a table of one row
