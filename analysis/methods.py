@@ -30,9 +30,9 @@ def choose_adjustment(study_options: dict[str, dict], default: str) -> tuple[str
 
 def family_sentence(family: list[PairStatistics], reading: Reading) -> str:
     """'Verdicts Holm-adjusted over the 45 pairs of this grid (family-wise error rate 5 %)', or why not."""
-    tested = [st for st in family if st.adjustment is not None]
+    tested = [st for st in family if st.adjustment is not None and st.family_size > 0]
     if not tested:
-        return "No pair has enough pairs for a verdict"
+        return "no pair has enough pairs for a verdict"
     method, size = tested[0].adjustment, tested[0].family_size
     assert method is not None
     rate = ADJUSTMENTS[method]
