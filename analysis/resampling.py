@@ -215,7 +215,8 @@ def _median_percentiles(
     k = np.ceil(totals / 2)
     by_site = resamples.by_site if kept.all() else resamples.by_site[:, kept]
     while True:
-        running = np.add.accumulate(by_site[site[window.start : window.stop]], axis=0, dtype=np.int32)
+        running = by_site[site[window.start : window.stop]]  # a copy: summed in place, in its own int32
+        np.cumsum(running, axis=0, out=running)  # (a dtype= argument makes numpy's accumulate ten times slower)
         short = np.count_nonzero(running < (k - below)[None, :], axis=0)  # window pairs before the median
         position = np.where(below >= k, -1, window.start + short)  # -1: below the window; stop: above it
         ranked = np.sort(position)
