@@ -10,9 +10,10 @@ median's interval is then computed exactly (`exact_median_interval`).
 
 A resample is a vector of weights, how many times each site was drawn, so
 the resampled mean and tail shares are ratios of weighted sums (one matrix
-product for all resamples), and the resampled median is found in a window
-of the sorted differences around the sample median: its rank moves by about
-the square root of the sum of squared site sizes, and a window that turns
+product for all resamples and all of a grid's cells), and the resampled
+median is found in a window of the sorted differences around the sample
+median: its rank moves by about the square root of the sum over sites of
+(pairs below the median - half the site's pairs)^2, and a window that turns
 out too narrow is widened until it holds every percentile the interval reads.
 """
 

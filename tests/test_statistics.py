@@ -18,10 +18,11 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
+from analysis import resampling
 from analysis.hodges_lehmann import DIRECT, hodges_lehmann
 from analysis.pairs import grid, load_time_table, paired, site_codes
 from analysis.power import NormalSpread, PilotSpread, Plan, detectable, power, rounds_needed, study_power
-from analysis.resampling import percentile_levels
+from analysis.resampling import draw_resamples, percentile_levels
 from analysis.results import load
 from analysis.settings import load_settings
 from analysis.significance import ADJUSTMENTS, BH, HOLM, adjust, holm, sign_test
@@ -275,3 +276,28 @@ def test_a_success_difference_carried_by_two_sites_of_forty_is_not_a_verdict(tmp
     assert row["difference (a - b) pp"] == 5 and row["ci low pp"] > 0  # 160 visits each: clear of zero
     assert row["p_value"] == pytest.approx(0.15, abs=0.02) and not row["differs"]  # 40 sites: not settled
     assert row["adjustment"] == HOLM and row["p_adjusted"] == row["p_value"]  # a table of one row
+
+
+@pytest.mark.parametrize("first_half", [None, 1])  # the window the spread gives, and one widened from 1 pair
+def test_the_site_bootstrap_s_median_percentiles_are_those_of_the_resampled_medians(monkeypatch, first_half):
+    rng = np.random.default_rng(5)
+    d, sites = draw(Scenario("bimodal", 300.0, 30, 5), rng)
+    resamples = draw_resamples(np.repeat([0, 1], 15), 400, 9)  # two vantage points of 15 sites
+    if first_half is not None:
+        around = resampling._Window.around.__func__  # type: ignore[attr-defined]
+        monkeypatch.setattr(
+            resampling._Window,
+            "around",
+            classmethod(lambda cls, s, n, half=None: around(cls, s, n, half or first_half)),
+        )
+    levels = percentile_levels(0.95, 30, "expanded")
+    got = resampling.intervals(d, sites, resamples, levels, 1000.0)
+    medians, means = [], []
+    for weights in resamples.by_site.T:  # each resample: every pair repeated as often as its site was drawn
+        drawn = np.sort(np.repeat(d, weights[sites]))
+        medians.append(drawn[(len(drawn) + 1) // 2 - 1])
+        means.append(drawn.mean())
+    low = math.ceil(levels[0] * 400) - 1
+    assert got.unit == "site" and got.median == (np.sort(medians)[low], np.sort(medians)[399 - low])
+    assert got.mean == pytest.approx((np.sort(means)[low], np.sort(means)[399 - low]))
+    assert np.all(resamples.weights[:, :15].sum(axis=1) == 15)  # each stratum keeps its number of sites
