@@ -7,6 +7,7 @@ configurations labelled as a reader says them ("Cloudflare DoT").
 
 from __future__ import annotations
 
+import textwrap
 from itertools import combinations
 
 import matplotlib
@@ -119,18 +120,25 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
         axes[-1][j].set_xlabel(labels.configuration(*column), fontsize=7)
     for i, row in enumerate(order):
         axes[i][0].set_ylabel(labels.configuration(*row), fontsize=7)
-    family = [by_pair[(row, column)].statistics for i, row in enumerate(order) for column in order[i + 1 :]]
     fig.suptitle(
         f"{labels.network(network)}: paired {metric.label} times, row minus column (s). "
         f"Dashed: median, dotted: mean.\n"
         f"Red: row slower, blue: row faster, by the median; shade past {', '.join(f'{t:g}' for t in thresholds)} ms."
         f"\n{DAGGER} and a dashed purple frame: the median and the mean disagree in sign.\n"
-        f"{interval_sentence(family, settings.reading())}; p: sign test by site, "
-        f"{family_sentence(family, settings.reading())}.",
+        + _methods_note(cells, order, settings, width=int(fig.get_figwidth() * 15)),
         fontsize=8,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
+
+
+def _methods_note(cells: list[Cell], order: list[Configuration], settings: AnalysisSettings, width: int) -> str:
+    """How the grid's intervals and verdicts were made (analysis/methods.py), wrapped to ``width`` characters."""
+    by_pair = {(c.row, c.column): c.statistics for c in cells}
+    family = [by_pair[(row, column)] for i, row in enumerate(order) for column in order[i + 1 :]]
+    reading = settings.reading()
+    text = f"{interval_sentence(family, reading)}; p: sign test by site; {family_sentence(family, reading)}."
+    return textwrap.fill(text[0].upper() + text[1:], width=max(width, 60))
 
 
 def _draw_difference_cdf(ax: plt.Axes, cell: Cell) -> None:
