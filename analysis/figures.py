@@ -7,6 +7,7 @@ configurations labelled as a reader says them ("Cloudflare DoT").
 
 from __future__ import annotations
 
+import textwrap
 from itertools import combinations
 
 import matplotlib
@@ -18,6 +19,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from analysis.bytecost import MODELLED, client_bytes  # noqa: E402
+from analysis.methods import family_sentence, interval_sentence  # noqa: E402
 from analysis.metrics import ONLOAD, Metric, get_metric  # noqa: E402
 from analysis.pairs import Cell, Configuration, differences, load_time_table, protocol_order  # noqa: E402
 from analysis.settings import AnalysisSettings  # noqa: E402
@@ -122,11 +124,21 @@ def grid_figure(cells: list[Cell], order: list[Configuration], network: str, set
         f"{labels.network(network)}: paired {metric.label} times, row minus column (s). "
         f"Dashed: median, dotted: mean.\n"
         f"Red: row slower, blue: row faster, by the median; shade past {', '.join(f'{t:g}' for t in thresholds)} ms."
-        f"\n{DAGGER} and a dashed purple frame: the median and the mean disagree in sign.",
+        f"\n{DAGGER} and a dashed purple frame: the median and the mean disagree in sign.\n"
+        + _methods_note(cells, order, settings, width=int(fig.get_figwidth() * 15)),
         fontsize=8,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
+
+
+def _methods_note(cells: list[Cell], order: list[Configuration], settings: AnalysisSettings, width: int) -> str:
+    """How the grid's intervals and verdicts were made (analysis/methods.py), wrapped to ``width`` characters."""
+    by_pair = {(c.row, c.column): c.statistics for c in cells}
+    family = [by_pair[(row, column)] for i, row in enumerate(order) for column in order[i + 1 :]]
+    reading = settings.reading()
+    text = f"{interval_sentence(family, reading)}; p: sign test by site; {family_sentence(family, reading)}."
+    return textwrap.fill(text[0].upper() + text[1:], width=max(width, 60))
 
 
 def _draw_difference_cdf(ax: plt.Axes, cell: Cell) -> None:
@@ -148,17 +160,21 @@ def _draw_difference_cdf(ax: plt.Axes, cell: Cell) -> None:
 
 
 def _cell_text(st: PairStatistics, large_ms: float) -> str:
-    """A cell's statistics, compactly: n and p, median [interval], mean, p10/p90, the large-difference shares,
-    the verdict; the dagger goes on the mean and the verdict when the two disagree."""
+    """A cell's statistics, compactly: pairs, sites and p (adjusted), median [interval] and Hodges-Lehmann,
+    mean [interval], p10/p90, the large-difference shares, the verdict; the dagger goes on the mean and the
+    verdict when the two disagree."""
     if st.median_ms is None:
         return "no pairs"
     mark = f" {DAGGER}" if st.sign_disagrees else ""
     interval = "" if st.ci_low_ms is None else f" [{st.ci_low_ms:+.0f}, {st.ci_high_ms:+.0f}]"
-    p = "" if st.wilcoxon_p is None else f", p={st.wilcoxon_p:.2g}"
+    mean_interval = "" if st.mean_ci_low_ms is None else f" [{st.mean_ci_low_ms:+.0f}, {st.mean_ci_high_ms:+.0f}]"
+    p = ""
+    if st.p_value is not None:
+        p = f", p={st.p_value:.2g}" + (f" (adj. {st.p_adjusted:.2g})" if st.family_size > 1 else "")
     return (
-        f"n={st.pairs}{p}\n"
+        f"n={st.pairs}, {st.sites} sites{p}\n"
         f"median {st.median_ms:+.0f}{interval} ms\n"
-        f"mean {st.mean_ms:+.0f} ms{mark}\n"
+        f"HL {st.hodges_lehmann_ms:+.0f}, mean {st.mean_ms:+.0f}{mean_interval} ms{mark}\n"
         f"p10 {st.p10_ms:+.0f}, p90 {st.p90_ms:+.0f} ms\n"
         f">{duration_label(large_ms)}: slower {st.share_row_slower:.0%}, faster {st.share_row_faster:.0%}\n"
         f"{st.verdict}{mark}"

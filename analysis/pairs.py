@@ -6,6 +6,11 @@ or lacks the metric under either is left out of that pair (and only that
 pair, of that metric's grid). The grid compares every two configurations
 (resolver, protocol) of a network; each cell is the row's value of the
 metric (onLoad unless told) minus the column's.
+
+A pair's site, within its stratum (`STRATA`: the vantage point), is the
+unit the grid's intervals resample and its sign test counts: one draw of the
+sites serves every cell of a grid, and the grid's verdicts are adjusted
+together (analysis/stats.py).
 """
 
 from __future__ import annotations
@@ -16,10 +21,16 @@ import numpy as np
 import pandas as pd
 
 from analysis.metrics import ONLOAD, Metric, get_metric
+from analysis.resampling import draw_resamples
 from analysis.settings import AnalysisSettings
-from analysis.stats import PairStatistics, compare
+from analysis.stats import PairStatistics, adjust_family, compare_all
 
 Configuration = tuple[str, str]  # (resolver, protocol)
+#: What a site is resampled within, and what a pair never crosses besides the crawl. A store with a browser
+#: column adds it here, ("vantage_point", "browser"): pairs, strata and sites all follow.
+STRATA = ("vantage_point",)
+#: A pair is one row of the load-time table: the same crawl, stratum, round and site.
+PAIR_INDEX = ["study_id", *STRATA, "round", "site"]
 
 
 def protocol_order(visits: pd.DataFrame) -> list[str]:
@@ -45,14 +56,15 @@ def measured(visits: pd.DataFrame, metric: Metric | str = ONLOAD) -> pd.Series:
 
 
 def load_time_table(visits: pd.DataFrame, network: str, metric: Metric | str = ONLOAD) -> pd.DataFrame:
-    """Successful visits' ``metric`` (onLoad unless told) on one network: one row per (crawl, vantage point,
-    round, site), one column per configuration, so a pair never joins visits from two vantage points. A visit
+    """Successful visits' ``metric`` (onLoad unless told) on one network: one row per `PAIR_INDEX` (crawl,
+    vantage point, round, site), one column per configuration, so a pair never joins visits from two
+    vantage points. A visit
     without the metric is left out, so a site with onLoad but no FCP under one configuration drops out of that
     configuration's FCP pairs only."""
     column = get_metric(metric).column
     ok = visits[(visits["network"] == network) & measured(visits, metric)]
     table = ok.pivot_table(
-        index=["study_id", "vantage_point", "round", "site"],
+        index=PAIR_INDEX,
         columns=["resolver", "protocol"],
         values=column,
         aggfunc="first",
@@ -64,10 +76,25 @@ def load_time_table(visits: pd.DataFrame, network: str, metric: Metric | str = O
 
 def differences(table: pd.DataFrame, row: Configuration, column: Configuration) -> np.ndarray:
     """row - column for every (crawl, round, site) where both loaded."""
+    return paired(table, row, column)[0]
+
+
+def paired(table: pd.DataFrame, row: Configuration, column: Configuration) -> tuple[np.ndarray, np.ndarray]:
+    """row - column where both loaded, and which rows of ``table`` those pairs are (a boolean mask)."""
     if row not in table.columns or column not in table.columns:
-        return np.empty(0)
+        return np.empty(0), np.zeros(len(table), dtype=bool)
     d = table[row].to_numpy() - table[column].to_numpy()
-    return d[~np.isnan(d)]
+    mask = ~np.isnan(d)
+    return d[mask], mask
+
+
+def site_codes(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's site within its stratum as a code (0, 1, ...), and each such site's stratum code."""
+    keys = table.index.to_frame(index=False)[[*STRATA, "site"]].astype(str)
+    codes = keys.groupby([*STRATA, "site"], sort=False).ngroup().to_numpy()
+    first = np.unique(codes, return_index=True)[1]
+    strata = keys.iloc[first].groupby(list(STRATA), sort=False).ngroup().to_numpy()
+    return codes, strata
 
 
 @dataclass
@@ -88,30 +115,31 @@ def grid(
     settings: AnalysisSettings,
     order: list[Configuration] | None = None,
     metric: Metric | str = ONLOAD,
+    adjustment: str | None = None,
 ) -> list[Cell]:
     """Every ordered pair of distinct configurations of ``network`` (row i, column j, i != j), paired on
-    ``metric`` (onLoad, the paper's, unless told)."""
+    ``metric`` (onLoad, the paper's, unless told). The unordered pairs are one family: their verdicts are
+    adjusted together by ``adjustment`` (default: the profile's), and (column, row) is (row, column) negated."""
     order = order or configurations(visits)
     metric = get_metric(metric)
     table = load_time_table(visits, network, metric)
-    s, g = settings.statistics, settings.grid
+    reading = settings.reading()
+    codes, strata = site_codes(table)
+    resamples = draw_resamples(strata, reading.resamples, reading.seed)
+    upper = [(row, column) for i, row in enumerate(order) for column in order[i + 1 :]]
+    computed = [paired(table, row, column) for row, column in upper]
+    statistics = compare_all([(d, codes[mask]) for d, mask in computed], reading, resamples)
+    family = adjust_family(statistics, adjustment or settings.statistics.adjustment, reading)
+    done = {pair: (d, st) for pair, (d, _), st in zip(upper, computed, family, strict=True)}
     cells: list[Cell] = []
-    done: dict[tuple[Configuration, Configuration], Cell] = {}
     for row in order:
         for column in order:
-            if row == column:
-                continue
-            mirror = done.get((column, row))
-            if mirror is not None:  # the same pairs, the other way round: negate rather than recompute
-                cell = Cell(network, row, column, -mirror.differences, mirror.statistics.negated(), metric.name)
-            else:
-                d = differences(table, row, column)
-                st = compare(
-                    d, s.confidence, g.indistinguishable_ms, g.thresholds_ms, s.min_pairs, g.large_difference_ms
-                )
-                cell = Cell(network, row, column, d, st, metric.name)
-            done[(row, column)] = cell
-            cells.append(cell)
+            if (row, column) in done:
+                d, st = done[(row, column)]
+                cells.append(Cell(network, row, column, d, st, metric.name))
+            elif row != column:
+                d, st = done[(column, row)]
+                cells.append(Cell(network, row, column, -d, st.negated(), metric.name))
     return cells
 
 

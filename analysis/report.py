@@ -15,10 +15,12 @@ import pandas as pd
 
 from analysis import figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
+from analysis.methods import choose_adjustment, family_sentence, interval_sentence
 from analysis.metrics import Metric, file_stem
 from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
 from analysis.results import Results, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, AnalysisSettings, load_settings
+from analysis.significance import ADJUSTMENT_NAMES, ADJUSTMENTS, HOLM
 from analysis.stats import DAGGER, verdict_text
 
 
@@ -31,6 +33,7 @@ class Report:
     figures: list[Path] = field(default_factory=list)
     tables: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+    adjustment: str = HOLM  # how each grid's verdicts were adjusted (analysis/methods.py)
 
 
 def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte_model: Path = DEFAULT_MODEL) -> Report:
@@ -46,7 +49,8 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             f"{', '.join(results.sources)}: no visit has been recorded yet "
             f"({results.planned} planned): nothing to analyse"
         )
-    report = Report(out=out, html=out / "report.html")
+    adjustment, chosen_by = choose_adjustment(results.study_options, settings.statistics.adjustment)
+    report = Report(out=out, html=out / "report.html", adjustment=adjustment)
     sections: list[str] = []
     (out / "figures").mkdir(parents=True, exist_ok=True)
     visits, timings = results.visits, results.timings
@@ -59,7 +63,7 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         caption = "Failed timer queries by status and error detail"
         frame = tables.timer_failure_details(timings, settings)
         report.tables += tables.write_table(frame, out / "tables" / "timer-failure-details", caption)
-    sections.append(_summary(results, settings))
+    sections.append(_summary(results, settings) + _methods(report, chosen_by, settings))
     if not visits.empty:
         sections.append(_coverage(report, results, settings))
     for network in networks:
@@ -128,13 +132,16 @@ def _pairs(
     head = f"<h3>{html.escape(metric.label)}</h3>"
     if successful and missing == successful:
         return head + f'<p class="missing">{html.escape(_all_missing(results, label, metric, successful))}</p>'
-    cells = grid(results.visits, network, settings, order, metric)
+    cells = grid(results.visits, network, settings, order, metric, report.adjustment)
+    family, reading = [c.statistics for c in _once(cells)], settings.reading()
     report.tables += tables.write_table(
         grid_frame(cells, settings.labels),
         report.out / "tables" / file_stem("pairs", metric, key or network),
         f"Paired {metric.label} differences, {label} (row minus column, {metric.unit}; shares of pairs with the "
         f"row slower or faster by more than {settings.grid.large_difference_ms:g} ms; sign_disagrees: the "
-        f"median and the mean have opposite signs, and the verdict reads the median only)",
+        f"median and the mean have opposite signs, and the verdict reads the median only; "
+        f"{interval_sentence(family, reading)}; p_value: sign test of a zero median by site; "
+        f"{family_sentence(family, reading)}, p_adjusted)",
     )
     fig = figures.grid_figure(cells, order, network, settings)
     caption = f"Pairwise grid of {metric.label}, {label}"
@@ -197,10 +204,18 @@ def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) 
         caption = f"Outcome of visits per network, resolver and protocol ({taxonomy} taxonomy, % of visits)"
         report.tables += tables.write_table(frame, report.out / "tables" / f"outcomes-{taxonomy}", caption)
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
-    frame = tables.success_differences(visits, settings)
-    caption = f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points)"
+    frame = tables.success_differences(visits, settings, report.adjustment)
+    caption = (
+        f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points; "
+        f"p_value: by site; p_adjusted: {ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
+        f"of this table ({ADJUSTMENTS[report.adjustment]} {1 - settings.statistics.confidence:.0%}); differs: the "
+        f"interval clear of zero and p_adjusted below {1 - settings.statistics.confidence:g})"
+    )
     report.tables += tables.write_table(frame, report.out / "tables" / "success-differences", caption)
-    parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
+    formats = {c: _number("{:.2g}") for c in ("p_value", "p_adjusted") if c in frame.columns}
+    parts.append(
+        f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f", formatters=formats)
+    )
     return "\n".join(parts)
 
 
@@ -255,7 +270,8 @@ def _once(cells: list[Cell]) -> list[Cell]:
 
 
 def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
-    """Every pair's statistics as an HTML table; a verdict whose median and mean disagree says so."""
+    """Every pair's statistics as an HTML table, effect sizes beside the verdict; a verdict whose median and
+    mean disagree says so."""
     large, labels = figures.duration_label(settings.grid.large_difference_ms), settings.labels
     rows = []
     for c in _once(cells):
@@ -265,27 +281,47 @@ def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
                 "row": labels.configuration(*c.row),
                 "column": labels.configuration(*c.column),
                 "pairs": st.pairs,
+                "sites": st.sites,
                 "median_ms": st.median_ms,
                 "ci_low_ms": st.ci_low_ms,
                 "ci_high_ms": st.ci_high_ms,
+                "hodges_lehmann_ms": st.hodges_lehmann_ms,
                 "mean_ms": st.mean_ms,
+                "mean interval ms": _ms_interval(st.mean_ci_low_ms, st.mean_ci_high_ms),
                 "p10_ms": st.p10_ms,
                 "p90_ms": st.p90_ms,
-                f"row slower >{large} %": None if st.share_row_slower is None else 100 * st.share_row_slower,
-                f"row faster >{large} %": None if st.share_row_faster is None else 100 * st.share_row_faster,
-                "wilcoxon_p": st.wilcoxon_p,
+                f"row slower >{large} % [interval]": _share(
+                    st.share_row_slower, st.share_row_slower_ci_low, st.share_row_slower_ci_high
+                ),
+                f"row faster >{large} % [interval]": _share(
+                    st.share_row_faster, st.share_row_faster_ci_low, st.share_row_faster_ci_high
+                ),
+                "resampled": st.resampled,
+                "p_value": st.p_value,
+                "p_adjusted": st.p_adjusted,
                 "verdict": verdict_text(st),
             }
         )
     frame = pd.DataFrame(rows)
     formats = {c: _number("{:+.0f}") for c in frame.columns if c.endswith("_ms")}
-    formats.update({c: _number("{:.1f}") for c in frame.columns if c.endswith(" %")})
-    formats["wilcoxon_p"] = _number("{:.2g}")
+    formats.update({c: _number("{:.2g}") for c in ("p_value", "p_adjusted")})
     return (
         "<details><summary>statistics of every pair</summary>"
         + frame.to_html(index=False, formatters=formats)
         + "</details>"
     )
+
+
+def _ms_interval(low: float | None, high: float | None) -> str:
+    """'[-12, +30]' in whole milliseconds, or blank without an interval."""
+    return "" if low is None or high is None else f"[{low:+.0f}, {high:+.0f}]"
+
+
+def _share(value: float | None, low: float | None, high: float | None) -> str:
+    """'3.0 [1.2, 5.1]': a share and its interval in %, or blank without a share."""
+    if value is None:
+        return ""
+    return f"{100 * value:.1f}" + ("" if low is None or high is None else f" [{100 * low:.1f}, {100 * high:.1f}]")
 
 
 def _number(pattern: str) -> Callable[[float], str]:
@@ -329,6 +365,21 @@ def _timer_failures(timings: pd.DataFrame, settings: AnalysisSettings) -> str:
         text += "<details><summary>failed queries by error detail</summary>"
         text += why.to_html(index=False, float_format="%.2f") + "</details>"
     return text
+
+
+def _methods(report: Report, chosen_by: str, settings: AnalysisSettings) -> str:
+    """How intervals, p-values and verdicts are made, and which adjustment the grids use and why."""
+    method, level = report.adjustment, 1 - settings.statistics.confidence
+    return (
+        f"<p>Statistics: a site (at a vantage point) is the unit. Intervals come from a bootstrap that resamples "
+        f"sites with all their rounds, within each vantage point ({settings.statistics.resamples:,} resamples, "
+        f"{settings.statistics.interval} percentiles); where every site has one pair in a cell, the pairs are "
+        f"resampled and the median's interval is exact (each table's <code>resampled</code> column says which). "
+        f"The p-value is the sign test of a zero median, by site. The verdicts of each grid are one family, "
+        f"adjusted together by {ADJUSTMENT_NAMES[method]}'s method ({ADJUSTMENTS[method]} {level:.0%}; "
+        f"{html.escape(chosen_by)}): a pair is <em>row slower</em> or <em>row faster</em> when its interval "
+        f"excludes zero and its adjusted p-value is below {level:g}. Both p-values are in every table.</p>"
+    )
 
 
 def _summary(results: Results, settings: AnalysisSettings) -> str:

@@ -84,6 +84,9 @@ class Results:
     planned: int  # visits planned, done or not
     #: An optional visits column -> the stores that do not have it (written before it existed).
     lacking: dict[str, list[str]] = field(default_factory=dict)
+    #: Each crawl's study -> its `[analysis]` options as the study file gave them (docs/crawl.md), e.g.
+    #: {"multiple_comparisons": "benjamini-hochberg"}; {} for a study that names none.
+    study_options: dict[str, dict] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -195,6 +198,15 @@ def _read_timings(db: sqlite3.Connection) -> pd.DataFrame:
     return frame
 
 
+def _study_options(db: sqlite3.Connection) -> dict[str, dict]:
+    """Each study's `[analysis]` table from the configuration the crawl recorded (`studies.config`)."""
+    options = {}
+    for study_id, config in db.execute("SELECT study_id, config FROM studies"):
+        study = (json.loads(config) if config else {}).get("study") or {}
+        options[str(study_id)] = {k: v for k, v in (study.get("analysis") or {}).items() if v is not None}
+    return options
+
+
 def load(paths: list[Path] | Path) -> Results:
     """Read one or several stores. Visits still planned are left out (they have no outcome yet).
 
@@ -207,10 +219,12 @@ def load(paths: list[Path] | Path) -> Results:
     planned = 0
     order: list[str] = []
     lacking: dict[str, list[str]] = {}
+    options: dict[str, dict] = {}
     for path in paths:
         db = connect(Path(path))
         try:
             order += _protocol_order(db)
+            options.update(_study_options(db))
             absent = _absent_columns(db)
             for column in absent:
                 if column not in ABSENT_AS:  # a metric the store predates: the report says why it is missing
@@ -236,4 +250,5 @@ def load(paths: list[Path] | Path) -> Results:
         sources=[str(p) for p in paths],
         planned=planned,
         lacking=lacking,
+        study_options=options,
     )

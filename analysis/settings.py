@@ -8,6 +8,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from analysis.metrics import METRICS, Metric, unknown
+from analysis.resampling import METHODS
+from analysis.significance import ADJUSTMENTS
+from analysis.stats import Reading
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles" / "analysis"
 DEFAULT_PROFILE = PROFILE_DIR / "paper-2019.toml"
@@ -43,6 +46,45 @@ class GridSettings(_Strict):
 class StatisticsSettings(_Strict):
     confidence: float = Field(gt=0.5, lt=1)
     min_pairs: int = Field(ge=1)
+    # How an interval reads the bootstrap of sites (analysis/resampling.py): "expanded" or "percentile".
+    interval: str = "expanded"
+    resamples: int = Field(default=1000, ge=100, le=100_000)  # bootstrap resamples of the sites
+    seed: int = 1  # of the resamples: the same store gives the same intervals
+    # The adjustment of a grid's verdicts unless the study names one (analysis/significance.py).
+    adjustment: str = "holm"
+
+    @field_validator("interval")
+    @classmethod
+    def _known_interval(cls, name: str) -> str:
+        if name not in METHODS:
+            raise ValueError(f"unknown interval method '{name}' (known: {', '.join(METHODS)})")
+        return name
+
+    @field_validator("adjustment")
+    @classmethod
+    def _known_adjustment(cls, name: str) -> str:
+        if name not in ADJUSTMENTS:
+            raise ValueError(f"unknown adjustment '{name}' (known: {', '.join(ADJUSTMENTS)})")
+        return name
+
+
+class Spread(_Strict):
+    """A network's paired differences as a study plans for them without a pilot (analysis/power.py)."""
+
+    sd_ms: float = Field(gt=0)  # the standard deviation of a cell's paired differences
+    site_share: float = Field(ge=0, lt=1)  # the share of their variance that lies between sites
+
+
+class PowerSettings(_Strict):
+    """What `dnsstudy study power` assumes where it has no pilot, and the power it plans for."""
+
+    power: float = Field(default=0.8, gt=0.5, lt=1)
+    source: str = Field(min_length=1)  # where the spreads come from
+    default: Spread  # a network not named below
+    networks: dict[str, Spread] = {}
+
+    def spread(self, network: str) -> Spread:
+        return self.networks.get(network, self.default)
 
 
 class Labels(_Strict):
@@ -74,6 +116,21 @@ class AnalysisSettings(_Strict):
     grid: GridSettings
     statistics: StatisticsSettings
     labels: Labels = Labels()
+    power: PowerSettings | None = None
+
+    def reading(self) -> Reading:
+        """What `analysis.stats.compare` needs of the profile."""
+        g, s = self.grid, self.statistics
+        return Reading(
+            confidence=s.confidence,
+            indistinguishable_ms=g.indistinguishable_ms,
+            thresholds_ms=g.thresholds_ms,
+            min_pairs=s.min_pairs,
+            large_difference_ms=g.large_difference_ms,
+            interval=s.interval,
+            resamples=s.resamples,
+            seed=s.seed,
+        )
 
 
 def load_settings(path: Path = DEFAULT_PROFILE) -> AnalysisSettings:

@@ -1,12 +1,10 @@
-"""Statistics for paired differences and success rates, on plain arrays.
+"""Statistics of paired differences and success rates, on plain arrays: what a cell of the grid says.
 
-The median's confidence interval is the bootstrap percentile interval,
-computed exactly instead of by resampling: a resample's median is its k-th
-order statistic (k = ceil(n/2)), and the number of resampled values at or
-below x_(j) is Binomial(n, j/n), so P(resample median <= x_(j)) is a
-binomial tail. This is the limit of infinitely many bootstrap resamples; it
-is deterministic and costs one sort, which is what lets a grid over a
-million visits finish in seconds (tests compare it with real resampling).
+A cell's interval comes from resampling its sites (analysis/resampling.py),
+its p-value from the sign test by site (analysis/significance.py), and its
+verdict from both; the verdicts of one grid are then adjusted together
+(`adjust_family`). Where every site has a single pair, the median's interval
+is the exact bootstrap percentile interval of the pairs.
 """
 
 from __future__ import annotations
@@ -17,27 +15,38 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy import stats
 
+from analysis.hodges_lehmann import hodges_lehmann
+from analysis.resampling import (
+    Intervals,
+    Resamples,
+    Sample,
+    draw_resamples,
+    exact_median_interval,
+    intervals_of,
+    percentile_levels,
+    sample,
+)
+from analysis.significance import adjust, family_size, sign_test
+
 
 def median_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Exact bootstrap percentile interval of the median of ``values``."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n = len(x)
-    if n == 0:
-        raise ValueError("no values")
-    k = (n + 1) // 2
-    at_or_below = stats.binom.sf(k - 1, n, np.arange(1, n + 1) / n)  # P(resample median <= x_(j)), increasing in j
+    """Exact bootstrap percentile interval of the median of independent ``values``."""
     alpha = 1 - confidence
-    low = int(np.searchsorted(at_or_below, alpha / 2))
-    high = int(np.searchsorted(at_or_below, 1 - alpha / 2))
-    return float(x[min(low, n - 1)]), float(x[min(high, n - 1)])
+    return exact_median_interval(values, alpha / 2, 1 - alpha / 2)
 
 
-def wilcoxon_p(differences: np.ndarray) -> float:
-    """Two-sided Wilcoxon signed-rank p-value (1.0 when every difference is zero)."""
-    d = np.asarray(differences, dtype=float)
-    if not np.any(d):
-        return 1.0
-    return float(stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+@dataclass(frozen=True)
+class Reading:
+    """How a cell is read: the analysis profile's numbers (analysis/settings.py) that `compare` needs."""
+
+    confidence: float
+    indistinguishable_ms: float
+    thresholds_ms: tuple[float, float, float]
+    min_pairs: int
+    large_difference_ms: float
+    interval: str = "expanded"  # analysis.resampling.METHODS
+    resamples: int = 1000
+    seed: int = 1
 
 
 #: Marks a cell whose median and mean disagree in sign, in figures and tables alike.
@@ -50,24 +59,38 @@ class PairStatistics:
     """What a cell of the grid says: row minus column, in milliseconds.
 
     The median and its interval carry the verdict and the shade, as in the
-    reference study; the mean, the 10th and 90th percentiles and the shares
-    of large differences are there because a two-mode distribution (a few
-    multi-second resolver stalls among many small gains) can have a median
-    and a mean of opposite signs, which the median alone hides.
+    reference study; the Hodges-Lehmann estimate, the mean, the 10th and 90th
+    percentiles and the shares of large differences are there because a
+    two-mode distribution (a few multi-second resolver stalls among many small
+    gains) can have a median and a mean of opposite signs, which the median
+    alone hides. Intervals resample sites (``resampled``: "site"), or pairs
+    where every site has one ("pair").
     """
 
     pairs: int
+    sites: int  # sites (at a vantage point) with at least one pair: the units resampled
     median_ms: float | None
     ci_low_ms: float | None
     ci_high_ms: float | None
+    hodges_lehmann_ms: float | None
     mean_ms: float | None
+    mean_ci_low_ms: float | None
+    mean_ci_high_ms: float | None
     p10_ms: float | None
     p90_ms: float | None
     share_row_slower: float | None  # of pairs, row - column > the profile's large_difference_ms
+    share_row_slower_ci_low: float | None
+    share_row_slower_ci_high: float | None
     share_row_faster: float | None  # of pairs, row - column < -large_difference_ms
+    share_row_faster_ci_low: float | None
+    share_row_faster_ci_high: float | None
     sign_disagrees: bool  # the median and the mean point opposite ways (see `signs_disagree`)
-    wilcoxon_p: float | None
-    verdict: str  # "row slower", "row faster", "indistinguishable", "inconclusive", "too few pairs"
+    resampled: str | None  # "site" or "pair": what the intervals resampled; None without intervals
+    p_value: float | None  # the sign test of a zero median, by site (analysis/significance.py)
+    p_adjusted: float | None  # adjusted over the family (`adjust_family`); the p-value itself in a family of one
+    adjustment: str | None  # the family's adjustment method (analysis.significance.ADJUSTMENTS)
+    family_size: int  # verdicts tested in the family
+    verdict: str  # "row slower", "row faster", "indistinguishable", "inconclusive", "too few pairs"/"sites"
     shade: int  # 0-3: |median| against the thresholds; the sign says which way
 
     def to_dict(self) -> dict:
@@ -75,17 +98,24 @@ class PairStatistics:
 
     def negated(self) -> PairStatistics:
         """The same pairs read the other way round (column - row): every location negated, the low and high
-        ends swapped (interval, p10/p90) and so are the two shares; counts, p-value and shade unchanged."""
+        ends swapped (intervals, p10/p90) and so are the two shares; counts, p-values and shade unchanged."""
         return replace(
             self,
             median_ms=_neg(self.median_ms),
             ci_low_ms=_neg(self.ci_high_ms),
             ci_high_ms=_neg(self.ci_low_ms),
+            hodges_lehmann_ms=_neg(self.hodges_lehmann_ms),
             mean_ms=_neg(self.mean_ms),
+            mean_ci_low_ms=_neg(self.mean_ci_high_ms),
+            mean_ci_high_ms=_neg(self.mean_ci_low_ms),
             p10_ms=_neg(self.p90_ms),
             p90_ms=_neg(self.p10_ms),
             share_row_slower=self.share_row_faster,
+            share_row_slower_ci_low=self.share_row_faster_ci_low,
+            share_row_slower_ci_high=self.share_row_faster_ci_high,
             share_row_faster=self.share_row_slower,
+            share_row_faster_ci_low=self.share_row_slower_ci_low,
+            share_row_faster_ci_high=self.share_row_slower_ci_high,
             verdict=_FLIPPED.get(self.verdict, self.verdict),
         )
 
@@ -109,10 +139,13 @@ def signs_disagree(median_ms: float | None, mean_ms: float | None, indistinguish
     return max(abs(median_ms), abs(mean_ms)) > indistinguishable_ms
 
 
-def _verdict(low: float, high: float, indistinguishable_ms: float) -> str:
-    """The interval's reading: inside the band, clear of zero on one side, or neither."""
+def _verdict(low: float, high: float, p: float | None, alpha: float, indistinguishable_ms: float) -> str:
+    """The interval's reading: inside the band; clear of zero on one side with the (adjusted) p-value below
+    ``alpha``; or neither."""
     if -indistinguishable_ms <= low and high <= indistinguishable_ms:
         return "indistinguishable"
+    if p is not None and p >= alpha:
+        return "inconclusive"
     if low > 0:
         return "row slower"
     if high < 0:
@@ -120,74 +153,139 @@ def _verdict(low: float, high: float, indistinguishable_ms: float) -> str:
     return "inconclusive"
 
 
-def _descriptive_statistics(
-    d: np.ndarray, indistinguishable_ms: float, thresholds: tuple[float, float, float], large_ms: float
-) -> PairStatistics:
+_NOTHING = dict.fromkeys(
+    [
+        "median_ms",
+        "ci_low_ms",
+        "ci_high_ms",
+        "hodges_lehmann_ms",
+        "mean_ms",
+        "mean_ci_low_ms",
+        "mean_ci_high_ms",
+        "p10_ms",
+        "p90_ms",
+        "share_row_slower",
+        "share_row_slower_ci_low",
+        "share_row_slower_ci_high",
+        "share_row_faster",
+        "share_row_faster_ci_low",
+        "share_row_faster_ci_high",
+        "resampled",
+        "p_value",
+        "p_adjusted",
+        "adjustment",
+    ]
+)
+
+
+def _descriptive_statistics(d: np.ndarray, sites: int, reading: Reading) -> PairStatistics:
     """The descriptive statistics of the differences ``d``, with no interval, p-value or verdict yet."""
     n = len(d)
+    empty = PairStatistics(
+        pairs=n, sites=sites, sign_disagrees=False, family_size=1, verdict="too few pairs", shade=0, **_NOTHING
+    )
     if n == 0:
-        return PairStatistics(
-            pairs=0,
-            median_ms=None,
-            ci_low_ms=None,
-            ci_high_ms=None,
-            mean_ms=None,
-            p10_ms=None,
-            p90_ms=None,
-            share_row_slower=None,
-            share_row_faster=None,
-            sign_disagrees=False,
-            wilcoxon_p=None,
-            verdict="too few pairs",
-            shade=0,
-        )
+        return empty
     median, mean = float(np.median(d)), float(np.mean(d))
     p10, p90 = (float(q) for q in np.percentile(d, [10, 90]))  # linear interpolation: p10(-d) == -p90(d)
-    return PairStatistics(
-        pairs=n,
+    large = reading.large_difference_ms
+    return replace(
+        empty,
         median_ms=median,
-        ci_low_ms=None,
-        ci_high_ms=None,
+        hodges_lehmann_ms=hodges_lehmann(d),
         mean_ms=mean,
         p10_ms=p10,
         p90_ms=p90,
-        share_row_slower=float(np.count_nonzero(d > large_ms)) / n,
-        share_row_faster=float(np.count_nonzero(d < -large_ms)) / n,
-        sign_disagrees=signs_disagree(median, mean, indistinguishable_ms),
-        wilcoxon_p=None,
-        verdict="too few pairs",
-        shade=shade_of(median, thresholds),
+        share_row_slower=float(np.count_nonzero(d > large)) / n,
+        share_row_faster=float(np.count_nonzero(d < -large)) / n,
+        sign_disagrees=signs_disagree(median, mean, reading.indistinguishable_ms),
+        shade=shade_of(median, reading.thresholds_ms),
     )
 
 
 def compare(
     differences: np.ndarray,
-    confidence: float,
-    indistinguishable_ms: float,
-    thresholds: tuple[float, float, float],
-    min_pairs: int,
-    large_ms: float,
+    reading: Reading,
+    sites: np.ndarray | None = None,
+    resamples: Resamples | None = None,
 ) -> PairStatistics:
-    """Statistics of paired differences (row - column).
+    """Statistics of paired differences (row - column) whose sites are ``sites`` (codes, one per difference;
+    None: every pair its own site), as a family of one (`adjust_family` adjusts a grid's cells together).
 
-    "indistinguishable" needs the whole interval within +-indistinguishable_ms,
-    not just the median; "row slower"/"row faster" need the interval to exclude
-    zero; anything else is "inconclusive". The descriptive statistics (mean,
-    p10, p90, shares past +-large_ms) are given whenever there is a pair, the
-    interval, p-value and verdict only from ``min_pairs`` pairs on.
+    With ``resamples`` the codes index its sites; without, they are drawn here. "indistinguishable" needs the
+    whole interval within +-indistinguishable_ms, not just the median; "row slower"/"row faster" need the
+    interval to exclude zero and the p-value to be below 1 - confidence; anything else is "inconclusive". The
+    descriptive statistics are given whenever there is a pair, the intervals, p-value and verdict only from
+    ``min_pairs`` pairs on, over two sites at least.
     """
     d = np.asarray(differences, dtype=float)
-    described = _descriptive_statistics(d, indistinguishable_ms, thresholds, large_ms)
-    if len(d) == 0 or len(d) < min_pairs:
-        return described
-    low, high = median_interval(d, confidence)
+    codes = np.arange(len(d)) if sites is None else np.asarray(sites)
+    if resamples is None:
+        codes = np.unique(codes, return_inverse=True)[1] if len(codes) else codes.astype(int)
+        units = int(codes.max()) + 1 if len(codes) else 0
+        resamples = draw_resamples(np.zeros(units, dtype=int), reading.resamples, reading.seed)
+    return compare_all([(d, codes)], reading, resamples)[0]
+
+
+def compare_all(
+    cells: list[tuple[np.ndarray, np.ndarray]], reading: Reading, resamples: Resamples
+) -> list[PairStatistics]:
+    """`compare` for several cells, each (differences, site codes into ``resamples``), their resamples
+    weighed in one product (analysis.resampling.intervals_of): how a grid computes its cells."""
+    described: list[PairStatistics] = []
+    tested: list[int] = []
+    samples: list[Sample] = []
+    levels: list[tuple[float, float]] = []
+    for d, codes in cells:
+        order = np.argsort(np.asarray(d, dtype=float), kind="stable")
+        x, s = np.asarray(d, dtype=float)[order], np.asarray(codes)[order]  # sorted once: later sorts find it so
+        units = int(np.count_nonzero(np.bincount(s))) if len(s) else 0
+        st = _descriptive_statistics(x, units, reading)
+        if len(x) and len(x) >= reading.min_pairs:
+            if units < 2:
+                st = replace(st, verdict="too few sites")
+            else:
+                tested.append(len(described))
+                samples.append(sample(x, s, resamples.weights.shape[1], reading.large_difference_ms))
+                levels.append(percentile_levels(reading.confidence, units, reading.interval))
+        described.append(st)
+    for i, cell, iv in zip(tested, samples, intervals_of(samples, resamples, levels), strict=True):
+        described[i] = _with_interval(described[i], iv, sign_test(cell.x, cell.sites), reading)
+    return described
+
+
+def _with_interval(st: PairStatistics, iv: Intervals, p: float, reading: Reading) -> PairStatistics:
+    """A cell's descriptive statistics with its intervals, p-value and verdict (a family of one)."""
     return replace(
-        described,
-        ci_low_ms=low,
-        ci_high_ms=high,
-        wilcoxon_p=wilcoxon_p(d),
-        verdict=_verdict(low, high, indistinguishable_ms),
+        st,
+        ci_low_ms=iv.median[0],
+        ci_high_ms=iv.median[1],
+        mean_ci_low_ms=iv.mean[0],
+        mean_ci_high_ms=iv.mean[1],
+        share_row_slower_ci_low=iv.slower[0],
+        share_row_slower_ci_high=iv.slower[1],
+        share_row_faster_ci_low=iv.faster[0],
+        share_row_faster_ci_high=iv.faster[1],
+        resampled=iv.unit,
+        p_value=p,
+        p_adjusted=p,
+        verdict=_verdict(iv.median[0], iv.median[1], p, 1 - reading.confidence, reading.indistinguishable_ms),
     )
+
+
+def adjust_family(family: list[PairStatistics], method: str, reading: Reading) -> list[PairStatistics]:
+    """The verdicts of one figure or table, adjusted together by ``method`` (Holm, Benjamini-Hochberg): each
+    cell gets the adjusted p-value, the method and the family's size, and its verdict read again with it."""
+    adjusted = adjust([st.p_value for st in family], method)
+    size = family_size(adjusted)
+    alpha = 1 - reading.confidence
+    done = []
+    for st, p in zip(family, adjusted, strict=True):
+        st = replace(st, p_adjusted=p, adjustment=method, family_size=size)
+        if st.ci_low_ms is not None and st.ci_high_ms is not None:
+            st = replace(st, verdict=_verdict(st.ci_low_ms, st.ci_high_ms, p, alpha, reading.indistinguishable_ms))
+        done.append(st)
+    return done
 
 
 def verdict_text(st: PairStatistics) -> str:

@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.metrics import Metric
-from analysis.pairs import configurations
+from analysis.pairs import STRATA, configurations
 from analysis.settings import AnalysisSettings
+from analysis.significance import adjust, rate_difference_test
 from analysis.stats import rate_difference, wilson_interval
 
 STRICT_ORDER = ["Successful", "Page-load Timeout", "DNS Error", "Selenium Error", "Other Error"]
@@ -88,34 +89,56 @@ def vantage_point_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.
     return pd.DataFrame(rows)
 
 
-def success_differences(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
-    """Success-rate difference of every two configurations per network, with its confidence interval."""
+def success_differences(
+    visits: pd.DataFrame, settings: AnalysisSettings, adjustment: str | None = None
+) -> pd.DataFrame:
+    """Success-rate difference of every two configurations per network: Newcombe's interval, a p-value by site
+    (analysis.significance.rate_difference_test) and that p-value adjusted over the whole table, one family
+    (``adjustment``: the profile's unless told). ``differs``: the interval clear of zero and the adjusted
+    p-value below 1 - confidence."""
     labels, confidence = settings.labels, settings.statistics.confidence
     counted = visits[visits["error_class"].astype(str) != INFRASTRUCTURE]
-    rows = []
+    rows, p_values = [], []
     for network in _networks(visits):
-        sub = counted[counted["network"] == network]
-        tally = {
-            c: (int((g["error_class"].astype(str) == "Successful").sum()), len(g))
-            for c, g in sub.groupby([sub["resolver"].astype(str), sub["protocol"].astype(str)])
-        }
+        tally = _site_tally(counted[counted["network"] == network])
         for a, b in combinations(configurations(visits), 2):
-            (s1, n1), (s2, n2) = tally.get(a, (0, 0)), tally.get(b, (0, 0))
-            d, low, high = rate_difference(s1, n1, s2, n2, confidence)
+            (s1, n1), (s2, n2) = tally.get(a, _NO_SITES), tally.get(b, _NO_SITES)
+            sites = n1.index.union(n2.index)  # a site visited under one only counts, with nothing under the other
+            s1, n1, s2, n2 = (v.reindex(sites, fill_value=0).to_numpy() for v in (s1, n1, s2, n2))
+            d, low, high = rate_difference(int(s1.sum()), int(n1.sum()), int(s2.sum()), int(n2.sum()), confidence)
+            p_values.append(rate_difference_test(s1, n1, s2, n2))
             rows.append(
                 {
                     "network": labels.network(network),
                     "a": labels.configuration(*a),
                     "b": labels.configuration(*b),
-                    "a success %": _pct(s1, n1),
-                    "b success %": _pct(s2, n2),
+                    "a success %": _pct(int(s1.sum()), int(n1.sum())),
+                    "b success %": _pct(int(s2.sum()), int(n2.sum())),
                     "difference (a - b) pp": round(100 * d, 2),
                     "ci low pp": round(100 * low, 2),
                     "ci high pp": round(100 * high, 2),
-                    "differs": bool(low > 0 or high < 0) if n1 and n2 else False,
+                    "clear of zero": bool(low > 0 or high < 0),
                 }
             )
+    method = adjustment or settings.statistics.adjustment
+    for row, p, adjusted in zip(rows, p_values, adjust(p_values, method), strict=True):
+        row.update({"p_value": p, "p_adjusted": adjusted, "adjustment": method})
+        row["differs"] = bool(row.pop("clear of zero") and adjusted is not None and adjusted < 1 - confidence)
     return pd.DataFrame(rows)
+
+
+_NO_SITES = (pd.Series(dtype=float), pd.Series(dtype=float))
+
+
+def _site_tally(visits: pd.DataFrame) -> dict[tuple[str, str], tuple[pd.Series, pd.Series]]:
+    """Per configuration, each site's (at its vantage point) Successful visits and counted visits."""
+    success = (visits["error_class"].astype(str) == "Successful").astype(float)
+    keys = [visits[c] for c in ("resolver", "protocol", *STRATA, "site")]
+    grouped = success.groupby(keys, observed=True).agg(["sum", "count"])
+    return {
+        (str(resolver), str(protocol)): (part["sum"].droplevel([0, 1]), part["count"].droplevel([0, 1]).astype(float))
+        for (resolver, protocol), part in grouped.groupby(level=[0, 1], observed=True)
+    }
 
 
 def without_metric(visits: pd.DataFrame, metric: Metric) -> tuple[int, int]:

@@ -147,6 +147,19 @@ class LabFault(BaseModel):
         return value
 
 
+class StudyAnalysis(BaseModel):
+    """How the study's results will be read, declared before its crawl (the store records it with the study).
+
+    The names are the analysis's (analysis/significance.py), repeated here because the harness imports nothing
+    of the analysis; a test holds the two lists together."""
+
+    model_config = ConfigDict(extra="forbid")
+    # How each grid's verdicts are adjusted together; None: the analysis profile's (Holm).
+    multiple_comparisons: Literal["holm", "benjamini-hochberg"] | None = None
+    # The smallest median difference (ms) the study means to detect: `study check` warns when its plan cannot.
+    minimum_detectable_effect_ms: float | None = Field(default=None, gt=0, le=600_000)
+
+
 def _browser_dns(value: str) -> str:
     if not project_path(value).exists():
         raise ValueError(f"no such file: {value}")
@@ -180,6 +193,7 @@ class Study(BaseModel):
     faults: list[LabFault] = Field(default_factory=list)  # lab studies: faults applied while the crawl runs
     # Where the visits run, each by a worker of its own (docs/distributed.md); none: one host, `dnsstudy crawl`.
     vantage_points: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")]] = Field(default_factory=list)
+    analysis: StudyAnalysis = StudyAnalysis()
 
     @field_validator("networks")
     @classmethod

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from harness.cli.common import console, one_line_errors
 from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from analysis.power import CellPower
+    from harness.study import LoadedStudy
 
 
 @click.command("analyze")
@@ -62,3 +67,78 @@ def export(store: Path, out: Path, fmt: str) -> None:
     except ResultsError as exc:
         raise HarnessError(str(exc)) from None
     console.print(f"wrote {', '.join(p.name for p in paths)} to {out}")
+
+
+def plan_power(
+    loaded: LoadedStudy, pilots: list[Path], difference_ms: float | None, analysis_profile: Path | None = None
+) -> tuple[list[CellPower], str]:
+    """What each cell of a study's plan can detect (analysis/power.py), from ``pilots``' pairs where they have
+    the cell, else from the analysis profile's spreads; and where those spreads come from. Errors become
+    one-line HarnessErrors."""
+    from analysis.power import Plan, study_power
+    from analysis.results import ResultsError, load
+    from analysis.settings import DEFAULT_PROFILE, load_settings
+
+    s = loaded.study
+    try:
+        settings = load_settings(analysis_profile or DEFAULT_PROFILE)
+        plan = Plan(sites=len(loaded.sites) * len(s.places), rounds=s.rounds, confidence=settings.statistics.confidence)
+        visits = load(pilots).visits if pilots else None
+        cells = study_power(s.networks, s.configurations, plan, settings, visits, difference_ms)
+    except (ResultsError, ValueError) as exc:
+        raise HarnessError(str(exc)) from None
+    return cells, settings.power.source if settings.power else ""
+
+
+def power_lines(cells: list[CellPower], profile_source: str) -> list[str]:
+    """The plan, then per network what its pairs detect: one line when every pair reads the same spread, else
+    a line per pair; with a difference asked about, the rounds and sites that detect it."""
+    if not cells:
+        return ["no pair of configurations to compare"]
+    plan = cells[0].plan
+    lines = [
+        f"plan: {plan.sites:,} sites (at every vantage point), {plan.rounds} round(s), {plan.family} pairs per grid; "
+        f"each pair tested at {1 - plan.confidence:g}/{plan.family} (Holm's first step, so the power is at least "
+        f"this), power {plan.power:.0%}"
+    ]
+    for network in dict.fromkeys(c.network for c in cells):
+        mine = [c for c in cells if c.network == network]
+        if len({(c.source, c.detectable_ms, c.rounds_needed, c.sites_needed) for c in mine}) == 1:
+            lines.append(f"{network}: every pair {_detects(mine[0])} ({mine[0].source})")
+            continue
+        lines.append(f"{network}:")
+        lines += [f"  {'/'.join(c.row)} - {'/'.join(c.column)}: {_detects(c)} ({c.source})" for c in mine]
+    if any(c.source.startswith("profile") for c in cells):
+        lines.append(f"profile spreads: {profile_source}. A pilot store (--pilot) measures them instead.")
+    return lines
+
+
+def _detects(cell: CellPower) -> str:
+    """'detects 48 ms; 30 ms needs 3 rounds (or 5,200 sites)'."""
+    text = "detects nothing under 1,000 s" if cell.detectable_ms is None else f"detects {cell.detectable_ms:.0f} ms"
+    if cell.difference_ms is None:
+        return text
+    rounds = (
+        f"{cell.rounds_needed} round(s)"
+        if cell.rounds_needed is not None
+        else f"more sites (no number of rounds suffices with {cell.plan.sites:,})"
+    )
+    sites = f"{cell.sites_needed:,} sites" if cell.sites_needed is not None else "no number of sites"
+    return f"{text}; {cell.difference_ms:g} ms needs {rounds}, or {sites} at {cell.plan.rounds} round(s)"
+
+
+def effect_warnings(cells: list[CellPower], minimum_ms: float) -> list[str]:
+    """One warning per network whose plan cannot detect the study's minimum detectable effect."""
+    warnings = []
+    for network in dict.fromkeys(c.network for c in cells):
+        mine = [c for c in cells if c.network == network]
+        worst = max(mine, key=lambda c: float("inf") if c.detectable_ms is None else c.detectable_ms)
+        if worst.detectable_ms is not None and worst.detectable_ms <= minimum_ms:
+            continue
+        reach = "nothing under 1,000 s" if worst.detectable_ms is None else f"{worst.detectable_ms:.0f} ms"
+        warnings.append(
+            f"warning: {network}: the plan detects {reach} at {worst.plan.power:.0%} power "
+            f"({'/'.join(worst.row)} - {'/'.join(worst.column)}; {worst.source}), not the study's "
+            f"minimum_detectable_effect_ms {minimum_ms:g}; `dnsstudy study power` says what would"
+        )
+    return warnings

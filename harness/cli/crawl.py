@@ -8,11 +8,20 @@ from pathlib import Path
 
 import click
 
-from harness.cli.analysis import write_report
+from harness.cli.analysis import effect_warnings, plan_power, power_lines, write_report
 from harness.cli.common import console, lab_config, lab_options, one_line_errors, place_from
 from harness.cli.lab import print_checks
 from harness.lab.config import DEFAULT_LAB_PROFILE
 from harness.paths import PROJECT_ROOT
+
+pilot_option = click.option(
+    "--pilot",
+    "pilots",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A store whose pairs estimate each cell's spread for the power (repeat for several); "
+    "default: the analysis profile's spreads.",
+)
 
 
 @click.group()
@@ -35,9 +44,11 @@ def study() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="The study's store (default results/<study>/store.sqlite).",
 )
+@pilot_option
 @one_line_errors
-def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None) -> None:
-    """Validate study NAME (a name in profiles/studies or a path), show its plan and whether it fits its duration."""
+def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None, pilots: tuple[Path, ...]) -> None:
+    """Validate study NAME (a name in profiles/studies or a path), show its plan, whether it fits its duration
+    and whether it detects the minimum effect it declares."""
     from harness.schedule import estimate, measured_seconds
     from harness.study import load_study
 
@@ -70,6 +81,42 @@ def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None) 
     console.print(f"browser DNS preferences: {s.browser_dns}")
     times = measured_seconds([*measured, store_path or default_store(s.name)])
     console.print(estimate(loaded, times).summary())
+    minimum = s.analysis.minimum_detectable_effect_ms
+    if minimum is not None:
+        warnings = effect_warnings(plan_power(loaded, list(pilots), None)[0], minimum)
+        for line in warnings:
+            console.print(line, style="yellow", markup=False, highlight=False)
+        if not warnings:
+            console.print(f"minimum detectable effect: every pair detects {minimum:g} ms at the planned power")
+
+
+@study.command("power")
+@click.argument("name")
+@pilot_option
+@click.option(
+    "--difference",
+    "difference_ms",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MS",
+    help="A median difference (ms): the rounds, or the sites, that detect it.",
+)
+@click.option(
+    "--profile",
+    "analysis_profile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Analysis profile (default profiles/analysis/paper-2019.toml): the power, spreads and confidence.",
+)
+@one_line_errors
+def study_power(
+    name: str, pilots: tuple[Path, ...], difference_ms: float | None, analysis_profile: Path | None
+) -> None:
+    """Before the crawl: the smallest median difference each pair of configurations of study NAME detects with
+    its sites and rounds (at the analysis profile's power, 80 %), from a pilot store's pairs or the profile's
+    spreads; with --difference, the rounds that detect that difference."""
+    from harness.study import load_study
+
+    for line in power_lines(*plan_power(load_study(name), list(pilots), difference_ms, analysis_profile)):
+        console.print(line, markup=False, highlight=False)
 
 
 def default_store(study_name: str) -> Path:

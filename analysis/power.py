@@ -1,0 +1,257 @@
+"""The power of a study before its crawl: the smallest median difference its sites and rounds detect.
+
+A cell's verdict needs the sign test by site (analysis/significance.py) to
+reject after the grid's adjustment. Its statistic is S = sum over sites of
+U_i, the sum of site i's signs; with n sites of r pairs each, a difference
+whose signs average theta (P(+) - P(-)) and whose two pairs at one site have
+sign covariance c gives E[U] = r theta and Var U = r (1 - theta^2) +
+r (r - 1) c, and the test divides S by sqrt(sum U_i^2). By the normal
+approximation, the power at a two-sided level a is
+
+    Phi((n r theta - z sqrt(n (Var U + r^2 theta^2))) / sqrt(n Var U)),  z = Phi^-1(1 - a/2).
+
+The level is 1 - confidence divided by the family's size: the threshold of
+Holm's first step, so the power of Holm's (or Benjamini-Hochberg's) verdict
+is at least this. theta and c at a median difference delta are read from a
+pilot's pairs (centred on their median, shifted by delta: a pure shift), or
+from a normal model with a share of the variance between sites (profile
+defaults, for a study with no pilot yet). The rounds of a plan add pairs per
+site, whose signs correlate, so past some number of rounds only more sites
+help; `rounds_needed` says when that is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.pairs import PAIR_INDEX, Configuration, load_time_table, paired, site_codes
+from analysis.settings import AnalysisSettings
+
+MOST_ROUNDS = 1000
+
+
+class Spread(Protocol):
+    """What the power of a cell depends on: the sign moments of its differences shifted to a median delta."""
+
+    @property
+    def source(self) -> str:
+        """Where the spread comes from, for the reader."""
+        ...
+
+    def moments(self, delta_ms: float) -> tuple[float, float]:
+        """(theta, c): the mean sign and the covariance of two signs at one site, at median difference delta."""
+        ...
+
+
+@dataclass(frozen=True)
+class NormalSpread:
+    """Differences normal with sd ``sd_ms``, ``site_share`` of their variance between sites (profile defaults)."""
+
+    sd_ms: float
+    site_share: float
+    source: str = ""
+
+    def moments(self, delta_ms: float) -> tuple[float, float]:
+        z = delta_ms / self.sd_ms
+        p = float(stats.norm.cdf(z))  # P(a pair's difference > 0)
+        both = float(stats.multivariate_normal.cdf([z, z], cov=[[1, self.site_share], [self.site_share, 1]]))
+        theta = 2 * p - 1
+        return theta, 1 - 4 * (p - both) - theta**2  # E[s s'] = 1 - 2 P(signs differ)
+
+
+@dataclass(frozen=True)
+class PilotSpread:
+    """A pilot's pairs of one cell: their differences centred on the median, and each one's site."""
+
+    centred: np.ndarray
+    sites: np.ndarray  # codes 0 .. k-1
+    fallback_share: float  # the profile's site share, for a pilot with one pair per site
+    source: str = ""
+
+    @classmethod
+    def of(cls, differences: np.ndarray, sites: np.ndarray, fallback_share: float, source: str) -> PilotSpread:
+        d = np.asarray(differences, dtype=float)
+        codes = np.unique(np.asarray(sites), return_inverse=True)[1]
+        return cls(d - float(np.median(d)), codes, fallback_share, source)
+
+    @property
+    def repeated(self) -> bool:
+        """Whether some site has more than one pair, so the pilot shows how a site's signs go together."""
+        return bool(np.any(np.bincount(self.sites) > 1))
+
+    def moments(self, delta_ms: float) -> tuple[float, float]:
+        signs = np.sign(self.centred + delta_ms)
+        theta = float(np.mean(signs))
+        if not self.repeated:  # the arcsine law of a normal pair with this share between sites
+            return theta, (2 / math.pi) * math.asin(self.fallback_share) * (1 - theta**2)
+        sums = np.bincount(self.sites, weights=signs)
+        sizes = np.bincount(self.sites)
+        together = float(np.sum(sums**2 - np.bincount(self.sites, weights=signs**2)))
+        return theta, together / float(np.sum(sizes * (sizes - 1))) - theta**2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a study plans for a cell: its sites (at every vantage point), rounds and the family's size."""
+
+    sites: int
+    rounds: int
+    family: int = 1
+    confidence: float = 0.95
+    power: float = 0.8
+    pair_yield: float = 1.0  # pairs per site and round (a pilot's share of visits that paired)
+
+
+def power(delta_ms: float, plan: Plan, spread: Spread) -> float:
+    """The chance that a cell whose median difference is ``delta_ms`` gets a direction (normal approximation)."""
+    theta, c = spread.moments(abs(delta_ms))
+    theta = abs(theta)
+    r, n = plan.rounds * plan.pair_yield, plan.sites
+    variance = r * (1 - theta**2) + r * max(r - 1, 0) * max(c, 0.0)
+    if variance <= 0:
+        return 1.0 if theta > 0 else 0.0
+    level = (1 - plan.confidence) / plan.family
+    z = float(stats.norm.ppf(1 - level / 2))
+    return float(
+        stats.norm.cdf((n * r * theta - z * math.sqrt(n * (variance + (r * theta) ** 2))) / math.sqrt(n * variance))
+    )
+
+
+def detectable(plan: Plan, spread: Spread, most_ms: float = 1e6) -> float | None:
+    """The smallest median difference (ms) detected with the plan's power; None if none up to ``most_ms``."""
+    high = 1.0
+    while power(high, plan, spread) < plan.power:
+        high *= 2
+        if high > most_ms:
+            return None
+    low = 0.0
+    while high - low > max(0.1, high * 1e-4):
+        middle = (low + high) / 2
+        low, high = (low, middle) if power(middle, plan, spread) >= plan.power else (middle, high)
+    return high
+
+
+def rounds_needed(delta_ms: float, plan: Plan, spread: Spread, most: int = MOST_ROUNDS) -> int | None:
+    """The fewest rounds with which the plan's sites detect ``delta_ms``; None if no number up to ``most``
+    does (the sites are too few: more rounds of the same sites stop helping)."""
+    if power(delta_ms, _with(plan, rounds=most), spread) < plan.power:
+        return None
+    low, high = 0, most  # power(low) < target <= power(high), rounds being monotone here
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (
+            (low, middle) if power(delta_ms, _with(plan, rounds=middle), spread) >= plan.power else (middle, high)
+        )
+    return high
+
+
+def sites_needed(delta_ms: float, plan: Plan, spread: Spread, most: int = 10**7) -> int | None:
+    """The fewest sites with which the plan's rounds detect ``delta_ms``; None past ``most``."""
+    if power(delta_ms, _with(plan, sites=most), spread) < plan.power:
+        return None
+    low, high = 1, most
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (
+            (low, middle) if power(delta_ms, _with(plan, sites=middle), spread) >= plan.power else (middle, high)
+        )
+    return high
+
+
+def _with(plan: Plan, **changes: int) -> Plan:
+    return replace(plan, **changes)
+
+
+#: Fewer pilot pairs than this in a cell, and the cell is planned from the profile's spread instead.
+MIN_PILOT_PAIRS = 20
+
+
+@dataclass(frozen=True)
+class CellPower:
+    """What one cell of a planned grid can detect, and where its spread came from."""
+
+    network: str
+    row: Configuration
+    column: Configuration
+    source: str
+    plan: Plan  # as planned for this cell: the family's size, the pilot's pair yield, the power
+    detectable_ms: float | None  # at the plan's power; None: nothing up to 1,000 s
+    difference_ms: float | None = None  # the difference asked about, if any
+    rounds_needed: int | None = None  # for it, with the plan's sites (None: no number of rounds suffices)
+    sites_needed: int | None = None  # for it, with the plan's rounds
+
+
+def study_power(
+    networks: list[str],
+    configurations: list[Configuration],
+    plan: Plan,
+    settings: AnalysisSettings,
+    pilot: pd.DataFrame | None = None,
+    difference_ms: float | None = None,
+) -> list[CellPower]:
+    """Every cell of a planned study (each network, each two configurations): its detectable difference and,
+    for ``difference_ms``, the rounds and sites that detect it. Spreads come from the ``pilot``'s visits
+    (a store's, read by analysis.results) where it has the cell, else from the profile's `[power]`."""
+    if settings.power is None:
+        raise ValueError("the analysis profile has no [power] section: no spread to plan with")
+    defaults = settings.power
+    family = max(len(configurations) * (len(configurations) - 1) // 2, 1)
+    cells = []
+    for network in networks:
+        fallback = defaults.spread(network)
+        normal = NormalSpread(
+            fallback.sd_ms,
+            fallback.site_share,
+            f"profile: sd {fallback.sd_ms:g} ms, site share {fallback.site_share:g}",
+        )
+        table = load_time_table(pilot, network) if pilot is not None else None
+        for i, row in enumerate(configurations):
+            for column in configurations[i + 1 :]:
+                spread: Spread = normal
+                pair_yield = 1.0
+                if table is not None and pilot is not None:
+                    spread, pair_yield = _pilot_spread(pilot, table, network, (row, column), normal)
+                cell_plan = replace(plan, family=family, pair_yield=pair_yield, power=defaults.power)
+                cells.append(_cell(network, row, column, spread, cell_plan, difference_ms))
+    return cells
+
+
+def _pilot_spread(
+    pilot: pd.DataFrame,
+    table: pd.DataFrame,
+    network: str,
+    pair: tuple[Configuration, Configuration],
+    normal: NormalSpread,
+) -> tuple[Spread, float]:
+    """A cell's spread from the pilot's pairs and the share of its site-round slots that paired; the profile's
+    when the pilot has fewer than `MIN_PILOT_PAIRS` pairs there."""
+    d, mask = paired(table, *pair)
+    if len(d) < MIN_PILOT_PAIRS:
+        return NormalSpread(normal.sd_ms, normal.site_share, f"{normal.source}; the pilot has {len(d)} pairs"), 1.0
+    codes = site_codes(table)[0][mask]
+    slots = len(pilot[pilot["network"].astype(str) == network][PAIR_INDEX].drop_duplicates())
+    sites = len(np.unique(codes))
+    spread = PilotSpread.of(d, codes, normal.site_share, f"pilot: {len(d)} pairs at {sites} sites")
+    if not spread.repeated:
+        spread = replace(spread, source=spread.source + ", one each (site share from the profile)")
+    return spread, min(len(d) / slots, 1.0) if slots else 1.0
+
+
+def _cell(
+    network: str, row: Configuration, column: Configuration, spread: Spread, plan: Plan, difference: float | None
+) -> CellPower:
+    cell = CellPower(network, row, column, spread.source, plan, detectable(plan, spread))
+    if difference is None:
+        return cell
+    return replace(
+        cell,
+        difference_ms=difference,
+        rounds_needed=rounds_needed(difference, plan, spread),
+        sites_needed=sites_needed(difference, plan, spread),
+    )
