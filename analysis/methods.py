@@ -18,9 +18,11 @@ def choose_adjustment(study_options: dict[str, dict], default: str) -> tuple[str
     """The adjustment for the crawls read together, and where it comes from. Studies that name different
     methods are read with Holm's, the stricter (it controls the family-wise rate, which bounds the other)."""
     named = {study: o["multiple_comparisons"] for study, o in study_options.items() if o.get("multiple_comparisons")}
-    methods = set(named.values())
-    if not methods:
+    if not named:
         return default, "the analysis profile's default"
+    if len(named) < len(study_options):  # a study that names none is read with the profile's default
+        named |= {study: default for study in study_options if study not in named}
+    methods = set(named.values())
     if len(methods) == 1:
         method = methods.pop()
         return method, f"the study's choice ({', '.join(sorted(named))})"
@@ -29,7 +31,8 @@ def choose_adjustment(study_options: dict[str, dict], default: str) -> tuple[str
 
 
 def family_sentence(family: list[PairStatistics], reading: Reading) -> str:
-    """'Verdicts Holm-adjusted over the 45 pairs of this grid (family-wise error rate 5 %)', or why not."""
+    """'directions (faster, slower) Holm-adjusted over the 45 pairs of this grid (family-wise error rate 5 %);
+    ...', or why not."""
     tested = [st for st in family if st.adjustment is not None and st.family_size > 0]
     if not tested:
         return "no pair has enough pairs for a verdict"
@@ -37,8 +40,9 @@ def family_sentence(family: list[PairStatistics], reading: Reading) -> str:
     assert method is not None
     rate = ADJUSTMENTS[method]
     return (
-        f"verdicts {ADJUSTMENT_NAMES[method]}-adjusted over the {size} pair{'s' if size != 1 else ''} of this "
-        f"grid ({rate} {1 - reading.confidence:.0%})"
+        f"directions (faster, slower) {ADJUSTMENT_NAMES[method]}-adjusted over the {size} "
+        f"pair{'s' if size != 1 else ''} of this grid ({rate} {1 - reading.confidence:.0%}); "
+        "'indistinguishable' is read from each pair's own interval, unadjusted"
     )
 
 

@@ -32,6 +32,7 @@ from scipy import stats
 
 from analysis.pairs import PAIR_INDEX, Configuration, load_time_table, paired, site_codes
 from analysis.settings import AnalysisSettings
+from analysis.significance import EXACT_SITES
 
 MOST_ROUNDS = 1000
 
@@ -114,10 +115,12 @@ def power(delta_ms: float, plan: Plan, spread: Spread) -> float:
     theta = abs(theta)
     r, n = plan.rounds * plan.pair_yield, plan.sites
     variance = r * (1 - theta**2) + r * max(r - 1, 0) * max(c, 0.0)
-    if variance <= 0:
-        return 1.0 if theta > 0 else 0.0
     level = (1 - plan.confidence) / plan.family
     z = float(stats.norm.ppf(1 - level / 2))
+    if n <= EXACT_SITES and 2.0 ** (1 - n) >= level:
+        return 0.0  # the exact sign test's smallest p-value (every site one way) is not below the level
+    if variance <= 0:
+        return 1.0 if theta > 0 and math.sqrt(n) > z else 0.0  # the statistic is at most sqrt(n) standard errors
     return float(
         stats.norm.cdf((n * r * theta - z * math.sqrt(n * (variance + (r * theta) ** 2))) / math.sqrt(n * variance))
     )

@@ -245,7 +245,9 @@ def write_table(frame: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
     paths = [stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".tex")]
     paths[0].write_text(f"{caption}\n\n{frame.to_markdown(index=False)}\n")
     frame.to_csv(paths[1], index=False)
-    latex = frame.to_latex(index=False, caption=caption, float_format="%.2f", escape=True)
+    # p-values keep two significant digits (0.0004, not 0.00); other numbers two decimals
+    formatters = {c: _p_text for c in frame.columns if str(c).startswith("p_")}
+    latex = frame.to_latex(index=False, caption=caption, float_format="%.2f", escape=True, formatters=formatters)
     paths[2].write_text(latex)
     return paths
 
@@ -256,3 +258,8 @@ def _networks(visits: pd.DataFrame) -> list[str]:
 
 def _pct(s: int, n: int) -> float:
     return round(100 * s / n, 2) if n else float("nan")
+
+
+def _p_text(value: object) -> str:
+    """A p-value in LaTeX: two significant digits, blank where there is none."""
+    return "" if not isinstance(value, int | float) or value != value else f"{value:.2g}"

@@ -146,7 +146,7 @@ def test_the_hodges_lehmann_estimate_is_the_median_of_the_walsh_averages(n):
     for x in (rng.normal(0, 300, n), rng.lognormal(6, 1, n) - 400, np.round(rng.normal(0, 2, n)), np.zeros(n)):
         i, j = np.triu_indices(n)
         assert hodges_lehmann(x) == pytest.approx(float(np.median((x[i] + x[j]) / 2)), abs=1e-9)
-    assert hodges_lehmann(-x) == -hodges_lehmann(x)
+        assert hodges_lehmann(-x) == pytest.approx(-hodges_lehmann(x), abs=1e-9)
 
 
 def test_every_table_has_effect_sizes_beside_the_verdict_and_both_p_values():
@@ -301,3 +301,22 @@ def test_the_site_bootstrap_s_median_percentiles_are_those_of_the_resampled_medi
     assert got.unit == "site" and got.median == (np.sort(medians)[low], np.sort(medians)[399 - low])
     assert got.mean == pytest.approx((np.sort(means)[low], np.sort(means)[399 - low]))
     assert np.all(resamples.weights[:, :15].sum(axis=1) == 15)  # each stratum keeps its number of sites
+
+
+@pytest.mark.parametrize("sites", [2, 5, 8])
+def test_a_plan_with_too_few_sites_for_any_verdict_detects_nothing(sites):
+    """With n sites the exact sign test's smallest p-value is 2/2^n: below the family's level, no difference is
+    ever detected, however large (8 sites: 0.0078 > 0.05/45)."""
+    plan = Plan(sites=sites, rounds=4, family=45)
+    assert power(1e9, plan, NormalSpread(330.0, 0.5)) == 0.0
+    assert detectable(plan, NormalSpread(330.0, 0.5)) is None
+    assert detectable(replace(plan, sites=20), NormalSpread(330.0, 0.5)) is not None
+
+
+def test_a_study_that_names_no_adjustment_is_read_with_the_default_beside_one_that_does():
+    from analysis.methods import choose_adjustment
+
+    assert choose_adjustment({"a": {"multiple_comparisons": BH}, "b": {}}, HOLM)[0] == HOLM
+    assert choose_adjustment({"a": {"multiple_comparisons": BH}}, HOLM)[0] == BH
+    assert choose_adjustment({"a": {}, "b": {}}, HOLM)[0] == HOLM
+    assert choose_adjustment({"a": {}, "b": {}}, BH)[0] == BH
