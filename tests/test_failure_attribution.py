@@ -157,7 +157,7 @@ def test_fault_command_applies_lists_and_clears(lab):
     try:
         assert applied.returncode == 0, applied.stderr
         listed = run("list")
-        assert "reject:doh@near" in listed.stdout
+        assert "applied: reject:doh at resolver near, applied by hand" in listed.stdout
         unknown = run("apply", "melt:dot")
         assert unknown.returncode == 2 and "unknown lab fault 'melt:dot' (have: drop:dot" in unknown.stderr
         assert len(unknown.stderr.strip().splitlines()) == 1
