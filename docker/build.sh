@@ -11,7 +11,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
+version="$(sed -n 's/^__version__ = "\(.*\)"/\1/p' harness/__init__.py)"  # the one place the version lives
 TAG="${1:-localhost/dnsstudy:$version}"
 BASE="${DNSSTUDY_BASE_IMAGE:-localhost/dnsstudy-base:bookworm}"
 
