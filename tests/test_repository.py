@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -97,10 +96,9 @@ def test_capability_check_reads_capeff():
         require_root("lab up", capabilities=0)
 
 
-@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout (the image's copy of the tree)")
-def test_no_environment_or_build_output_is_tracked():
-    """A tracked `.venv` or `build` (a worktree's symlink, say) replaces the real directory on checkout or merge."""
-    tracked = subprocess.run(
-        ["git", "ls-files", "--", ".venv", "build"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert tracked == []
+def test_no_environment_or_build_output_can_be_tracked():
+    """`.venv` and `build` are ignored as names, not only as directories (`.venv/`): a worktree's symlinks to them
+    were committed once, and a merge then replaced the checkout's real environment and build outputs."""
+    patterns = (ROOT / ".gitignore").read_text().split()
+    assert ".venv" in patterns and "build" in patterns
+    assert ".venv/" not in patterns and "build/" not in patterns
