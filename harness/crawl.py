@@ -137,7 +137,7 @@ class Crawl(StudyRun[CrawlSummary]):
         clears it) when the place carries a fault the study does not declare: its visits would count failures
         the protocol did not cause.
         """
-        self._refuse_undeclared_faults()
+        refuse_undeclared_faults(self.loaded, self.place)
         rewritten = self.store.adopt_results_dir(self.results_dir, self.moved)
         if rewritten:
             self.console.print(f"{self.store.path}: {rewritten} HAR paths rewritten to {self.results_dir / 'hars'}")
@@ -156,13 +156,6 @@ class Crawl(StudyRun[CrawlSummary]):
 
     def _locked(self) -> AbstractContextManager[None]:
         return crawling(self.place, Path(os.path.realpath(self.store.path)))
-
-    def _refuse_undeclared_faults(self) -> None:
-        """Under the place's lock, so that none is applied after this look: the faults the place carries that the
-        study does not declare (applied by hand, or left by a crawl of another study) refuse the crawl."""
-        declared = {(f.name, f.resolver) for f in self.study.faults}
-        foreign = [f for f in self.place.active_faults() if (f.name, f.resolver) not in declared]
-        self.place.refuse_faults(foreign, f"which study '{self.study_id}' does not declare (its [[faults]])")
 
     def _halt(self, exc: Exception) -> HarnessError | None:
         if isinstance(exc, subprocess.TimeoutExpired):
@@ -343,3 +336,12 @@ class Crawl(StudyRun[CrawlSummary]):
             ok, counted = self.tally.get((resolver, protocol), (0, 0))
             table.add_row(f"{resolver} {protocol}", str(counted), f"{100 * ok / counted:.0f} %" if counted else "-")
         return table
+
+
+def refuse_undeclared_faults(loaded: LoadedStudy, place: Place) -> None:
+    """Refuse a crawl of ``loaded`` at ``place`` in one line if the place carries a fault the study does not declare
+    (applied by hand, or left by a crawl of another study). Call it under the place's lock, so that none is applied
+    after this look; the CLI calls it before it opens the store, so that a refused crawl leaves no store behind."""
+    declared = {(f.name, f.resolver) for f in loaded.study.faults}
+    foreign = [f for f in place.active_faults() if (f.name, f.resolver) not in declared]
+    place.refuse_faults(foreign, f"which study '{loaded.name}' does not declare (its [[faults]])")

@@ -277,7 +277,13 @@ class Station:
         )
         if names and len(runs) < len(pairs):
             return None
-        records = [{**x.to_dict(), "network": network} for run in runs for x in run.timings]
+        # The faults each pair met, as a visit records them: a timing under a fault is not the protocol's.
+        met = {(r, p): self.place.faults_touching(r, p) for r, p in pairs}
+        records = [
+            {**x.to_dict(), "network": network, "faults": met.get((x.resolver, x.protocol), [])}
+            for run in runs
+            for x in run.timings
+        ]
         return records, [run.problem for run in runs if run.problem]
 
     def _check_after_pair(self, run: PairTimings) -> None:

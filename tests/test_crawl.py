@@ -241,6 +241,7 @@ def test_a_study_s_lab_fault_is_counted_against_its_protocol_in_the_tables(lab, 
         f"'nofaulttest' does not declare (its [[faults]]): clear it with 'dnsstudy lab fault clear --prefix "
         f"{TEST_PREFIX}'"
     ]
+    assert not (tmp_path / "refused" / "store.sqlite").exists()  # refused before the store is opened
 
     store = tmp_path / "run" / "store.sqlite"
     done = subprocess.run(crawl_argv(study, store), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=400)
@@ -251,6 +252,8 @@ def test_a_study_s_lab_fault_is_counted_against_its_protocol_in_the_tables(lab, 
     assert rows == [("doh", "Successful", "")] * 2 + [("dot", "DNS Error", "dot:connect-timeout")] * 2
     recorded = db.execute("SELECT protocol, json_extract(record, '$.faults') FROM visits ORDER BY protocol").fetchall()
     assert recorded == [("doh", "[]")] * 2 + [("dot", '["drop:dot"]')] * 2  # the fault each visit met
+    timed = db.execute("SELECT DISTINCT protocol, json_extract(record, '$.faults') FROM timings ORDER BY 1").fetchall()
+    assert timed == [("doh", "[]"), ("dot", '["drop:dot"]')]  # and each timer query
 
     assert _cli("lab", "fault", "apply", "drop:dot", "--resolver", "near", *lab_names).returncode == 0
     status = _cli("status", str(store)).stdout

@@ -93,6 +93,25 @@ def test_a_crawl_refuses_a_fault_its_study_does_not_declare_in_one_line_and_leav
         db.close()
 
 
+def test_the_crawl_command_refuses_before_it_creates_the_store(tmp_path, monkeypatch):
+    """The refusal comes before the store is opened: a refused crawl leaves no empty store behind."""
+    from harness.lab import lab as lab_module
+
+    monkeypatch.setattr(lab_module, "RUN_ROOT", tmp_path / "run")
+    monkeypatch.setattr(lock, "LOCK_DIR", tmp_path / "locks")
+    (tmp_path / "run" / "dsfault").mkdir(parents=True)
+    state.save_faults(tmp_path / "run" / "dsfault", [BY_HAND])
+    store = tmp_path / "results" / "store.sqlite"
+    args = ["crawl", str(study_file(tmp_path)), "--store", str(store), "--prefix", "dsfault"]
+    result = CliRunner().invoke(main, [*args, "--subnet", "198.18.250.0/23"])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [
+        "dnsstudy: error: lab 'dsfault' carries fault drop:dot at resolver near, applied by hand, which study "
+        "'crawltest' does not declare (its [[faults]]): clear it with 'dnsstudy lab fault clear --prefix dsfault'"
+    ]
+    assert not store.exists()
+
+
 def test_a_crawl_runs_beside_a_fault_its_study_declares_and_clears_it_at_the_end(tmp_path, place):
     place.applied = [BY_HAND]
     summary, _ = crawl(tmp_path, place, DECLARED)

@@ -164,7 +164,7 @@ def crawl(
     Exit status 0 when the plan is done, 3 when stopped before, 2 on a harness failure (a dead or hung
     daemon, a full disk, another crawl of the same store or place).
     """
-    from harness.crawl import Crawl
+    from harness.crawl import Crawl, refuse_undeclared_faults
     from harness.lock import crawling
     from harness.store import Store
     from harness.study import load_study
@@ -174,6 +174,7 @@ def crawl(
     # Absolute: the store and the HAR paths it records must not depend on where the command runs.
     path = (store_path or default_store(loaded.name)).resolve()
     with crawling(place, path):  # before the store is opened: a second crawl must not even create it
+        refuse_undeclared_faults(loaded, place)  # nor a refused one
         crawl = Crawl(loaded, Store(path), place, path.parent, backend=backend, console=console, moved=moved)
         summary = crawl.run()
     summary.print_closing(console, path)
