@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 import threading
 import time
 import uuid
@@ -144,6 +145,9 @@ class Visitor:
         self.stubs = stubs or {}  # protocol -> stub program, for arms that run one
         (results_dir / "hars").mkdir(parents=True, exist_ok=True)
         self.versions = {**self.browser.versions, "dnsstudy": __version__}
+        warning = self.browser.unexpected_version()
+        if warning:  # a crawl builds its visitor at its start: the warning comes before the first visit
+            print(warning, file=sys.stderr)
 
     def arm(self, protocol: str, resolver: str, persistent: bool = False) -> DnsArm:
         """A new arm; one the browser cannot speak itself gets its first stub (Chromium's DoH3: dnsproxy)."""

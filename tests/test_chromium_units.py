@@ -9,6 +9,7 @@ import pytest
 
 from harness.arms import ClientSide, Resolver, make_arm
 from harness.arms.base import BrowserDns
+from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_session import navigation_error
 from harness.browser.chromium_settings import arm_switches, load_chromium_dns, local_state
@@ -25,7 +26,10 @@ def test_the_current_settings_load_and_render_as_features_switches_and_preferenc
     argv = settings.switches()
     assert "--enable-features=AsyncDns,UseDnsHttpsSvcb" in argv and "--disable-features=HappyEyeballsV3" in argv
     assert not any(a.startswith("--dns-prefetch-disable") for a in argv)  # false: absent
-    assert settings.preferences() == {"net": {"network_prediction_options": 0}}
+    assert settings.preferences() == {
+        "net": {"network_prediction_options": 0},
+        "alternate_error_pages": {"enabled": False},
+    }
 
 
 def test_a_feature_that_is_not_a_boolean_is_a_one_line_error(tmp_path):
@@ -49,7 +53,8 @@ def test_doh_is_secure_mode_with_the_template_and_the_server_mapped_never_automa
 def _netlog(tmp_path: Path, events: list[dict], complete: bool = True) -> Path:
     constants = {
         "logEventTypes": {"DNS_CONFIG_CHANGED": 1, "HOST_RESOLVER_MANAGER_JOB": 2, "HOST_RESOLVER_DNS_TASK": 3,
-                          "HOST_RESOLVER_SYSTEM_TASK": 4, "DOH_URL_REQUEST": 5},
+                          "HOST_RESOLVER_SYSTEM_TASK": 4, "DOH_URL_REQUEST": 5, "SOCKET_POOL_CONNECT_JOB_CREATED": 6,
+                          "SSL_CONNECT_JOB_CONNECT": 7},
         "netError": {"ERR_CERT_AUTHORITY_INVALID": -202},
         "clientInfo": {"command_line": "chromium --enable-features=AsyncDns --disable-features=HappyEyeballsV3"},
     }  # fmt: skip
@@ -82,9 +87,11 @@ def test_the_net_log_says_which_resolver_answered_and_with_which_settings(tmp_pa
 
 
 def test_a_doh_request_failing_on_its_certificate_is_seen(tmp_path):
+    group = "dns_bootstrap/pm/https://near.dns.lab.test <null (dns over https)>"
     events = [
-        {"type": 3, "phase": 1, "source": {"id": 9}, "params": {"secure": True}},
-        {"type": 3, "phase": 2, "source": {"id": 9}, "params": {"net_error": -202}},
+        {"type": 6, "phase": 0, "source": {"id": 9}, "params": {"group_id": group}},
+        {"type": 7, "phase": 2, "source": {"id": 9}, "params": {"net_error": -202}},
+        {"type": 7, "phase": 2, "source": {"id": 10}, "params": {"net_error": -202}},  # a web host's: not DoH
     ]
     found = read_netlog(_netlog(tmp_path, events))
     assert found is not None and found.doh_cert_errors == ["ERR_CERT_AUTHORITY_INVALID"]
@@ -131,3 +138,14 @@ def test_every_named_net_error_maps_to_a_firefox_code():
     assert net_error_code("net::ERR_NAME_NOT_RESOLVED") == "dnsNotFound"
     assert net_error_code("ERR_CERT_WEAK_KEY") == "nssBadCert"
     assert net_error_code("net::ERR_SOMETHING_NEW") == "unknown"
+
+
+def test_an_installed_chromium_the_settings_were_not_read_from_is_a_one_line_warning():
+    browser = Chromium.__new__(Chromium)  # no browser account or lab needed for the check itself
+    browser.settings, browser.browser_dns = load_chromium_dns(), "profiles/chromium/dns-current.toml"
+    browser.version = "156.0.8078.108"
+    assert browser.unexpected_version() is None
+    browser.version = "157.0.1.2"
+    warning = browser.unexpected_version()
+    assert warning is not None and "\n" not in warning
+    assert warning.startswith("warning: Chromium 157.0.1.2 is installed") and "156.0.8078" in warning

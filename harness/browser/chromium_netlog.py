@@ -16,6 +16,9 @@ from pathlib import Path
 CERT_ERRORS = range(-299, -199)
 #: net/dns/public/secure_dns_mode.h
 SECURE_DNS_MODES = {0: "off", 1: "automatic", 2: "secure"}
+#: How a socket pool group of the DoH server's connections ends, e.g.
+#: "dns_bootstrap/pm/https://near.dns.lab.test <null (dns over https)>".
+DOH_GROUP = "(dns over https)"
 
 
 @dataclass
@@ -87,16 +90,10 @@ def _take(found: NetLogDns, name: str, event: dict, doh_sources: set[int], error
         found.answered["built-in-secure" if source in doh_sources else "built-in"] += 1
     elif name == "HOST_RESOLVER_SYSTEM_TASK" and event.get("phase") == 2 and "net_error" not in params:
         found.answered["system"] += 1
-    elif name == "DOH_URL_REQUEST":
-        doh_sources.add(source)
+    elif name == "DOH_URL_REQUEST" or DOH_GROUP in str(params.get("group_id", "")):
+        doh_sources.add(source)  # a DoH request, or a socket pool group or connect job of the DoH server's
     if source in doh_sources and params.get("net_error") in CERT_ERRORS:
         found.doh_cert_errors.append(errors.get(params["net_error"], str(params["net_error"])))
-    elif isinstance(params.get("net_error"), int) and params["net_error"] in CERT_ERRORS and _doh_url(params):
-        found.doh_cert_errors.append(errors.get(params["net_error"], str(params["net_error"])))
-
-
-def _doh_url(params: dict) -> bool:
-    return "dns-query" in str(params.get("url", ""))
 
 
 def _feature(command_line: str, name: str) -> bool | None:

@@ -142,12 +142,16 @@ class ChromiumSession(FirefoxSession):
                 report.page = _page_info(url, seen)
                 report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
                 events.settle()
+                if not report.error_page and report.exception is None:
+                    _await_load_event(events)
         except Exception as exc:
             report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
         events.close()
         report.events = events.snapshot()
         report.bidi_on_load_ms = _bidi_on_load(report.events)
-        report.net_error = navigation_error(report.events) if report.error_page or report.exception else None
+        # A navigation the page-load timeout stopped ends in net::ERR_ABORTED: that abort is the driver's.
+        failed = report.error_page or report.exception not in (None, "TimeoutException")
+        report.net_error = navigation_error(report.events) if failed else None
         self._read_netlog(driver)
         if report.watchdog_fired and report.driver_failure is None:
             report.driver_failure = "watchdog: the visit overran its time budget"
@@ -222,6 +226,16 @@ class ChromiumSession(FirefoxSession):
             found.append(pid)
             todo.extend(parents.get(pid, []))
         return found
+
+
+def _await_load_event(events: BidiEventLog, max_wait: float = 1.0) -> None:
+    """chromedriver answers the navigation before its BiDi load event reaches us (seen at 3.3 s onLoads on a
+    loaded machine): wait briefly for it, the cross-check of onLoad."""
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline:
+        if any(e["method"] == "browsingContext.load" for e in events.snapshot()):
+            return
+        time.sleep(0.01)
 
 
 def navigation_error(events: list[dict]) -> str | None:
