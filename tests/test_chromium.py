@@ -75,6 +75,7 @@ def test_each_arm_loads_a_page_in_chromium_and_proves_its_transport(chromium, pr
     assert values["dns"]["secure_dns_modes"] == (["secure"] if secure else ["off"])
     # the built-in resolver answered (secure for DoH), never getaddrinfo for the page's names
     assert set(values["dns"]["resolver_path"]) == ({"built-in-secure"} if secure else {"built-in"})
+    assert result.har_problem is None and result.har_path
     har = read_har(result.har_path)
     HarParser(har)
     assert har["log"]["browser"]["name"] == "Chromium" and len(har["log"]["entries"]) == result.har_entries > 10
