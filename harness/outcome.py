@@ -2,7 +2,8 @@
 
 Signals: the Selenium exception *type* of the navigation, the `e=` code of
 Firefox's error page (about:neterror / about:certerror) in the document
-URI, whether the driver, browser, link or place failed, whether the DNS
+URI, Chromium's `net::ERR_*` code of the navigation's request (its error
+page, chrome-error://chromewebdata/, names none), whether the driver, browser, link or place failed, whether the DNS
 arm was healthy and proven, how its transport failed on the path (from
 the client's packet counters and the arm's own report), and whether the
 HAR is valid. Exception messages are kept in the record but never searched.
@@ -29,6 +30,38 @@ class ErrorClass(StrEnum):
 #: The reference study's grouping (Hounsel et al. 2019): connection failures
 #: counted as DNS errors, an unusable HAR as a class of its own.
 PAPER_2019_INVALID_HAR = "Invalid HAR"
+
+
+#: Chromium's net errors of a failed navigation (net/base/net_error_list.h) -> the class and the Firefox error
+#: page code that says the same, so both browsers' failures read alike in both taxonomies (docs/visit.md has the
+#: table). Codes not named here are Other Errors; ERR_DNS_* and ERR_NAME_* are DNS Errors.
+NET_ERRORS: dict[str, str] = {
+    "ERR_NAME_NOT_RESOLVED": "dnsNotFound",
+    "ERR_NAME_RESOLUTION_FAILED": "dnsNotFound",
+    "ERR_CONNECTION_REFUSED": "connectionFailure",
+    "ERR_CONNECTION_TIMED_OUT": "netTimeout",
+    "ERR_TIMED_OUT": "netTimeout",
+    "ERR_CONNECTION_RESET": "netReset",
+    "ERR_CONNECTION_CLOSED": "netInterrupt",
+    "ERR_EMPTY_RESPONSE": "netInterrupt",
+    "ERR_ADDRESS_UNREACHABLE": "connectionFailure",
+    "ERR_CERT_AUTHORITY_INVALID": "nssBadCert",
+    "ERR_CERT_COMMON_NAME_INVALID": "nssBadCert",
+    "ERR_CERT_DATE_INVALID": "nssBadCert",
+    "ERR_SSL_PROTOCOL_ERROR": "nssFailure2",
+}
+
+
+def net_error_code(net_error: str) -> str:
+    """The Firefox error-page code a Chromium net error (``net::ERR_...`` or ``ERR_...``) says the same as."""
+    name = net_error.removeprefix("net::")
+    if name in NET_ERRORS:
+        return NET_ERRORS[name]
+    if name.startswith(("ERR_DNS_", "ERR_NAME_")):
+        return "dnsNotFound"
+    if name.startswith("ERR_CERT_"):
+        return "nssBadCert"
+    return "unknown"
 
 
 @dataclass(frozen=True)
@@ -65,6 +98,7 @@ class Signals:
     place_problem: str | None = None  # a daemon of the place died (a lab resolver, the web)
     other_transport: bool = False  # the proof saw queries leave by another transport
     path_failure: str | None = None  # the transport failed on the path while our part was healthy, e.g. dot:reset
+    net_error: str | None = None  # Chromium: the navigation request's net::ERR_* code
 
 
 @dataclass(frozen=True)
@@ -80,13 +114,18 @@ class Outcome:
         return self.error_class is not ErrorClass.INFRASTRUCTURE
 
 
-def page_outcome(exception: str | None, document_uri: str | None, on_load_ms: float | None) -> tuple[ErrorClass, str]:
-    """The class the page's own signals give."""
+def page_outcome(
+    exception: str | None, document_uri: str | None, on_load_ms: float | None, net_error: str | None = None
+) -> tuple[ErrorClass, str]:
+    """The class the page's own signals give; the detail is Firefox's error-page code or Chromium's net error."""
     page = error_page(document_uri)
     if page is not None:
         if page.kind == "neterror" and page.code == "dnsNotFound":
             return ErrorClass.DNS_ERROR, page.code
         return ErrorClass.OTHER_ERROR, page.code  # certerror codes are TLS errors (nssBadCert, ...)
+    if net_error is not None:
+        dns = net_error_code(net_error) == "dnsNotFound"
+        return (ErrorClass.DNS_ERROR if dns else ErrorClass.OTHER_ERROR), net_error
     if exception == "TimeoutException":
         return ErrorClass.PAGE_LOAD_TIMEOUT, exception
     if exception == "InsecureCertificateException":
@@ -100,7 +139,9 @@ def page_outcome(exception: str | None, document_uri: str | None, on_load_ms: fl
 
 def classify(signals: Signals) -> Outcome:
     """Strict class (harness failures apart) and the paper-2019 class of one visit."""
-    page_class, page_detail = page_outcome(signals.exception, signals.document_uri, signals.on_load_ms)
+    page_class, page_detail = page_outcome(
+        signals.exception, signals.document_uri, signals.on_load_ms, signals.net_error
+    )
     if signals.driver_failure:
         cls, detail = ErrorClass.INFRASTRUCTURE, "browser: " + signals.driver_failure
     elif signals.link_problem:
@@ -132,6 +173,6 @@ def paper_2019_class(cls: ErrorClass, detail: str, page_class: ErrorClass, har_p
         and detail.startswith("har: ")
     ):
         return PAPER_2019_INVALID_HAR
-    if cls is ErrorClass.OTHER_ERROR and detail == "connectionFailure":
+    if cls is ErrorClass.OTHER_ERROR and "connectionFailure" in (detail, net_error_code(detail)):
         return ErrorClass.DNS_ERROR.value
     return cls.value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 import threading
 import time
 import uuid
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness import __version__
-from harness.arms import DnsArm, make_arm
+from harness.arms import DnsArm, arm_class, make_arm
 from harness.arms.evidence import (
     ArmProof,
     client_counters,
@@ -144,15 +145,23 @@ class Visitor:
         self.stubs = stubs or {}  # protocol -> stub program, for arms that run one
         (results_dir / "hars").mkdir(parents=True, exist_ok=True)
         self.versions = {**self.browser.versions, "dnsstudy": __version__}
+        warning = self.browser.unexpected_version()
+        if warning:  # a crawl builds its visitor at its start: the warning comes before the first visit
+            print(warning, file=sys.stderr)
 
     def arm(self, protocol: str, resolver: str, persistent: bool = False) -> DnsArm:
+        """A new arm; one the browser cannot speak itself gets its first stub (Chromium's DoH3: dnsproxy)."""
+        stub = self.stubs.get(protocol)
+        cls = arm_class(protocol)
+        if stub is None and cls.browser_native and protocol not in self.browser.native_dns:
+            stub = cls.stubs[0]
         return make_arm(
             protocol,
             self.place.resolver(resolver),
             self.client,
             persistent=persistent,
             idle_timeout_ms=self.stub_idle_timeout_ms,
-            stub=self.stubs.get(protocol),
+            stub=stub,
         )
 
     def visit_once(self, url: str, protocol: str, resolver: str) -> VisitResult:
@@ -193,6 +202,7 @@ class Visitor:
                 other_transport=proof.other_transport,
                 path_failure=_path_failure(arm, proof, seen, on_load),
                 har_problem=har.problem,
+                net_error=report.net_error,
             )
         )
         return self._result(arm, seen, proof, outcome, on_load, har, wall_s=time.monotonic() - t0)
@@ -292,6 +302,7 @@ class Visitor:
                 "link_problem": seen.link_problem,
                 "place_problem": seen.place_problem,
                 "trr_failure": report.trr_failure,
+                "net_error": report.net_error,
                 "authentication_failed": seen.authentication_failed,
             },
             proof=proof.to_dict(),
@@ -369,7 +380,8 @@ def _path_failure(arm: DnsArm, proof: ArmProof, seen: _Observed, on_load: float 
     if proof.on_arm is not None:
         failed = proof.on_arm == 0
     else:
-        page_class, _ = page_outcome(seen.report.exception, seen.report.document_uri, on_load)
+        report = seen.report
+        page_class, _ = page_outcome(report.exception, report.document_uri, on_load, report.net_error)
         failed = page_class is ErrorClass.DNS_ERROR
     cause = path_failure(arm.protocol, seen.packets, seen.authentication_failed) if failed else None
     return f"{arm.protocol}:{cause}" if cause else None
@@ -393,13 +405,13 @@ def run_visit(
     timeout: float = 30.0,
     margin: float = 10.0,
     network: str = "wired",
+    browser: str = DEFAULT_BROWSER,
 ) -> VisitResult:
-    """`dnsstudy visit`: shape the link as ``network`` says, visit once through a new Visitor, and append
-    the record to ``results_dir``/visits.jsonl."""
+    """`dnsstudy visit`: shape the link as ``network`` says, visit once in ``browser`` through a new Visitor, and
+    append the record to ``results_dir``/visits.jsonl."""
     shape(place, network)
-    result = Visitor(place, results_dir, timeout=timeout, margin=margin, network=network).visit_once(
-        url, protocol, resolver
-    )
+    visitor = Visitor(place, results_dir, timeout=timeout, margin=margin, network=network, browser=browser)
+    result = visitor.visit_once(url, protocol, resolver)
     with open(results_dir / "visits.jsonl", "a") as f:
         f.write(json.dumps(result.to_dict()) + "\n")
     return result

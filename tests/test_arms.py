@@ -9,12 +9,22 @@ import pytest
 from harness.arms import ClientSide, Resolver, browser_protocols, make_arm
 from harness.arms.dot import DotArm
 from harness.arms.evidence import client_counter_names, judge, path_failure
+from harness.browser.firefox_dns import firefox_prefs
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
 from harness.profile import load_profile
 from harness.protocols import protocols
 
 RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query")
+#: A resolver serving every transport, as a lab's does.
+EVERY = Resolver(
+    "near",
+    "198.18.1.53",
+    "near.dns.lab.test",
+    "https://near.dns.lab.test/dns-query",
+    doq_port=8853,
+    doh3_uri="https://near.dns.lab.test:8443/dns-query",
+)
 CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/ca.pem"), "198.18.1.60")
 
 
@@ -84,11 +94,54 @@ def test_proof_rejects_other_transports_and_missing_evidence(after, pk, reason):
 
 
 def test_doh_prefs_force_trr_only_with_a_bootstrap_address():
-    prefs = make_arm("doh", RESOLVER, CLIENT).firefox_prefs()
+    prefs = firefox_prefs(make_arm("doh", RESOLVER, CLIENT).browser_dns(), trusts_place_ca=True)
     assert prefs["network.trr.mode"] == 3
     assert prefs["network.trr.uri"] == prefs["network.trr.custom_uri"] == RESOLVER.doh_uri
     assert prefs["network.trr.bootstrapAddr"] == RESOLVER.address
-    assert make_arm("do53", RESOLVER, CLIENT).firefox_prefs() == {"network.trr.mode": 5}
+    assert firefox_prefs(make_arm("do53", RESOLVER, CLIENT).browser_dns(), True) == {"network.trr.mode": 5}
+
+
+#: What each arm's `firefox_prefs()` gave before arms said their DNS browser-neutrally (`BrowserDns`).
+_TRR_ONLY = {
+    "network.trr.mode": 3,
+    "network.trr.uri": EVERY.doh_uri,
+    "network.trr.custom_uri": EVERY.doh_uri,
+    "network.trr.bootstrapAddr": EVERY.address,
+    "network.trr.allow-rfc1918": True,
+    "network.trr.confirmationNS": "skip",
+    "network.trr.excluded-domains": "",
+    "network.trr.builtin-excluded-domains": "",
+}
+
+
+@pytest.mark.parametrize("trusts_ca", [True, False])
+def test_firefox_gets_exactly_the_preferences_it_got_before_the_neutral_dns_setting(trusts_ca):
+    doh3 = {
+        **_TRR_ONLY,
+        "network.trr.uri": EVERY.doh3_uri,
+        "network.trr.custom_uri": EVERY.doh3_uri,
+        "network.trr.force_http3_first": True,
+        "network.http.http3.enable": True,
+        "network.http.http3.disable_when_third_party_roots_found": not trusts_ca,
+    }
+    expected: dict[str, dict[str, object]] = {
+        "do53": {"network.trr.mode": 5},
+        "dot": {"network.trr.mode": 5},
+        "doq": {"network.trr.mode": 5},
+    }
+    expected |= {"doh": _TRR_ONLY, "doh3": doh3}
+    for protocol, prefs in expected.items():
+        got = firefox_prefs(make_arm(protocol, EVERY, CLIENT).browser_dns(), trusts_ca)
+        assert list(got.items()) == list(prefs.items()), protocol  # the same values, in the same order
+
+
+def test_doh3_runs_a_stub_only_for_a_browser_without_its_own_doh3():
+    native = make_arm("doh3", EVERY, CLIENT)
+    assert not native.uses_stub and native.browser_dns().http3
+    stub = make_arm("doh3", EVERY, CLIENT, stub="dnsproxy")
+    assert stub.uses_stub and stub.browser_dns().resolver == "system"
+    assert "stub_loopback" in stub.client_required and "stub_loopback" in native.client_forbidden
+    assert stub.describe()["upstream"].startswith("sdns://")
 
 
 def test_stubby_config_requires_authentication_and_tls_only():

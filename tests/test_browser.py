@@ -45,7 +45,7 @@ def test_the_registry_builds_firefox_by_default_and_refuses_an_unknown_browser_i
     assert browser_class(DEFAULT_BROWSER) is Firefox and Firefox.name == "firefox"
     with pytest.raises(HarnessError) as refused:
         make_browser("netscape", CLIENT)
-    assert str(refused.value) == "unknown browser 'netscape': choose one of firefox"
+    assert str(refused.value) == "unknown browser 'netscape': choose one of chromium, firefox"
 
 
 class _Paper(Browser):

@@ -10,11 +10,29 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, Literal, TypeVar
 
 from harness.errors import HarnessError
 from harness.place import ClientSide, Resolver
 from harness.protocols import Protocol, register_protocol
+
+
+@dataclass(frozen=True)
+class BrowserDns:
+    """What an arm asks of the browser's own DNS, browser-neutral: each `Browser` renders it in its own terms
+    (Firefox: TRR preferences; Chromium: secure DNS settings and switches).
+
+    ``system``: the browser resolves as it does by default, through what the client namespace's resolv.conf
+    names (the resolver itself, or the arm's stub on loopback). ``doh``: the browser's own DNS-over-HTTPS
+    client, which must never fall back to the system's, at ``uri``, reaching the server at ``bootstrap``
+    without a lookup of its name; ``http3``: over HTTP/3 only.
+    """
+
+    resolver: Literal["system", "doh"] = "system"
+    uri: str | None = None
+    bootstrap: str | None = None
+    http3: bool = False
 
 
 class DnsArm(ABC):
@@ -29,8 +47,10 @@ class DnsArm(ABC):
     """
 
     protocol: ClassVar[str]  # set by `register_arm`
-    uses_stub: ClassVar[bool] = False  # the browser's queries go to a stub on the client's loopback first
     stubs: ClassVar[tuple[str, ...]] = ()  # the stub programs it can run, its default first
+    #: The browser can speak this transport itself (`BrowserDns`), so a stub is optional: none by default, and
+    #: one of `stubs` for a browser that cannot (`Browser.native_dns`).
+    browser_native: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -47,11 +67,17 @@ class DnsArm(ABC):
         if stub is not None and stub not in self.stubs:
             have = ", ".join(self.stubs) or "none"
             raise HarnessError(f"the {self.protocol} arm has no stub '{stub}' (it has: {have})")
-        self.stub_program = stub or (self.stubs[0] if self.stubs else None)  # the stub it runs, if any
+        default = None if self.browser_native or not self.stubs else self.stubs[0]
+        self.stub_program = stub or default  # the stub it runs, if any
         self.set_up()
 
     def set_up(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
         """Called at the end of construction: arms prepare their stub (nothing starts yet) or refuse a resolver."""
+
+    @property
+    def uses_stub(self) -> bool:
+        """The browser's queries go to a stub on the client's loopback first."""
+        return self.stub_program is not None
 
     @property
     def transport(self) -> str:
@@ -73,9 +99,9 @@ class DnsArm(ABC):
     def start(self) -> None:
         """Make the arm ready for the browser (system resolver, stub)."""
 
-    def firefox_prefs(self) -> dict[str, bool | int | str]:
-        """Preferences this arm needs in the visit's profile."""
-        return {"network.trr.mode": 5}  # TRR off: Firefox uses the system resolver
+    def browser_dns(self) -> BrowserDns:
+        """What this arm asks of the browser's DNS (by default: the system resolver, as resolv.conf says)."""
+        return BrowserDns()
 
     def problem(self) -> str | None:
         """Why the arm itself is broken (a harness failure), or None if it is healthy."""

@@ -27,30 +27,34 @@ from harness.protocols import DO53
 
 STUB_ADDRESS = "127.0.0.1"
 #: DNS stamp protocol identifiers (https://dnscrypt.info/stamps-specifications).
-STAMP_DOT, STAMP_DOQ = 0x03, 0x04
+STAMP_DOH, STAMP_DOT, STAMP_DOQ = 0x02, 0x03, 0x04
 #: Go's crypto/tls prefix for a certificate that does not verify (untrusted, expired, another name).
 VERIFY_FAILED = b"tls: failed to verify certificate"
 
 
-def stamp(kind: int, address: str, port: int, hostname: str) -> str:
-    """A DoT or DoQ stamp: connect to ``address``:``port``, authenticate ``hostname`` (no hashes pinned)."""
+def _lp(text: str) -> bytes:
+    raw = text.encode("ascii")
+    if len(raw) > 255:
+        raise HarnessError(f"a DNS stamp field is longer than 255 bytes: {text!r}")
+    return bytes([len(raw)]) + raw
 
-    def lp(text: str) -> bytes:
-        raw = text.encode("ascii")
-        if len(raw) > 255:
-            raise HarnessError(f"a DNS stamp field is longer than 255 bytes: {text!r}")
-        return bytes([len(raw)]) + raw
 
+def stamp(kind: int, address: str, port: int, hostname: str, path: str | None = None) -> str:
+    """A DoT, DoQ or (with ``path``) DoH stamp: connect to ``address``:``port``, authenticate ``hostname``
+    (no hashes pinned)."""
     properties = struct.pack("<Q", 0)  # no promises (DNSSEC, no logs, no filter) are made for a test resolver
-    body = bytes([kind]) + properties + lp(f"{address}:{port}") + b"\x00" + lp(f"{hostname}:{port}")
+    body = bytes([kind]) + properties + _lp(f"{address}:{port}") + b"\x00" + _lp(f"{hostname}:{port}")
+    if path is not None:
+        body += _lp(path)
     return "sdns://" + base64.urlsafe_b64encode(body).decode().rstrip("=")
 
 
 class DnsproxyStub:
     """One dnsproxy in the client namespace, forwarding to one upstream."""
 
-    def __init__(self, name: str, client: ClientSide, upstream: str):
+    def __init__(self, name: str, client: ClientSide, upstream: str, http3: bool = False):
         self.name, self.client, self.upstream = name, client, upstream
+        self.http3 = http3  # a DoH upstream over HTTP/3 (its TCP fallback is the arm's to refuse)
         self.log = client.run_dir / "logs" / "dnsproxy-stub.log"
         self.daemon: Daemon | None = None
 
@@ -65,7 +69,7 @@ class DnsproxyStub:
             str(DO53.port),
             "--upstream",
             self.upstream,
-        ]
+        ] + (["--http3"] if self.http3 else [])
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.daemon = Daemon(
             name=self.name,

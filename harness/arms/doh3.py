@@ -13,14 +13,20 @@ Firefox turns HTTP/3 off when it finds a root CA that is not its own
 the lab's CA is, so the arm allows it where the browser trusts the lab CA.
 The lab serves DoH3 from a dnsproxy front that relays over Do53, which is
 what a lab resolver counts.
+A browser that has no DoH over HTTP/3 of its own (Chromium: `Browser.native_dns`)
+gets the stub instead, as for DoQ: dnsproxy on 127.0.0.1:53 with the endpoint
+as a DoH upstream over HTTP/3 (`--http3`, a DNS stamp: no bootstrap lookup);
+the same TCP reset keeps it on QUIC.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
-from harness.arms.base import DnsArm, register_arm
-from harness.arms.doh import COULD_NOT_CONNECT
+from harness.arms.base import BrowserDns, DnsArm, register_arm
+from harness.arms.dnsproxy import STAMP_DOH, STUB_ADDRESS, DnsproxyStub, log_size, stamp, verify_failed_since
+from harness.arms.doh import COULD_NOT_CONNECT, DOH_CERTIFICATE_FAILED
 from harness.errors import HarnessError
 from harness.netns import nft
 from harness.protocols import DO53, DOH3
@@ -31,6 +37,17 @@ _DELETE = f"table inet {TABLE}\ndelete table inet {TABLE}\n"  # (re)created empt
 
 @register_arm(DOH3)
 class Doh3Arm(DnsArm):
+    browser_native = True  # Firefox's TRR speaks it; a browser that cannot gets the stub
+    stubs = ("dnsproxy",)
+
+    def set_up(self) -> None:
+        self.proxy: DnsproxyStub | None = None
+        self.log_mark = 0
+        if self.stub_program == "dnsproxy":
+            uri = urlsplit(self._uri())
+            upstream = stamp(STAMP_DOH, self.resolver.address, self.resolver.port(DOH3), uri.hostname or "", uri.path)
+            self.proxy = DnsproxyStub(f"doh3-stub-{self.resolver.name}", self.client, upstream, http3=True)
+
     @property
     def transport(self) -> str:
         """The lab's QUIC front relays to unbound over Do53: that is what the resolver counts."""
@@ -43,37 +60,49 @@ class Doh3Arm(DnsArm):
 
     def start(self) -> None:
         self._uri()
-        # Anything that bypassed TRR would meet a dead resolver and show in the counters.
-        self.client.set_system_resolver(self.client.dead_resolver)
+        if self.proxy is not None:
+            self.client.set_system_resolver(STUB_ADDRESS)
+            if not self.proxy.alive():
+                self.proxy.start()
+        else:  # anything that bypassed TRR would meet a dead resolver and show in the counters
+            self.client.set_system_resolver(self.client.dead_resolver)
         address = str(ipaddress.IPv4Address(self.resolver.address))  # validated: it goes into an nft script
         rule = f"ip daddr {address} tcp dport {self.resolver.port(DOH3)} reject with tcp reset"
         # After the proof's counters (priority 0), so the fallback attempts are still counted.
         chain = f"  chain out {{\n    type filter hook output priority 10; policy accept;\n    {rule}\n  }}\n"
         nft(self.client.namespace, ["-f", "-"], f"{_DELETE}table inet {TABLE} {{\n{chain}}}\n")
 
+    def problem(self) -> str | None:
+        if self.proxy is not None and not self.proxy.alive():
+            return "the DoH3 stub (dnsproxy) is not running"
+        return None
+
+    def begin_visit(self) -> None:
+        if self.proxy is not None:
+            self.log_mark = log_size(self.proxy.log)
+
+    def finish_visit(self) -> None:
+        if self.proxy is not None and not self.persistent:
+            self.proxy.stop()
+
     def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
         nft(self.client.namespace, ["-f", "-"], _DELETE)
 
-    def firefox_prefs(self) -> dict[str, bool | int | str]:
-        uri = self._uri()
-        return {
-            "network.trr.mode": 3,  # TRR only, no native fallback
-            "network.trr.uri": uri,
-            "network.trr.custom_uri": uri,
-            "network.trr.bootstrapAddr": self.resolver.address,
-            "network.trr.allow-rfc1918": True,
-            "network.trr.confirmationNS": "skip",  # the proof must see the page's queries only
-            "network.trr.excluded-domains": "",
-            "network.trr.builtin-excluded-domains": "",
-            "network.trr.force_http3_first": True,
-            "network.http.http3.enable": True,
-            # The lab CA is a root Firefox does not ship; on the Internet the browser trusts only its own.
-            "network.http.http3.disable_when_third_party_roots_found": not self.client.browser_trusts_ca,
-        }
+    def browser_dns(self) -> BrowserDns:
+        """The browser's own DoH over HTTP/3 only; with a stub, the system resolver (the stub on loopback)."""
+        if self.proxy is not None:
+            return BrowserDns()
+        return BrowserDns("doh", uri=self._uri(), bootstrap=self.resolver.address, http3=True)
 
     def authentication_failed(self, trr_failure: str | None) -> bool:
-        """The browser's error page says it could not connect to the TRR server (see harness.arms.doh)."""
-        return trr_failure == COULD_NOT_CONNECT
+        """The stub logged a certificate that did not verify, or the browser says it could not connect to its
+        DoH server (see harness.arms.doh)."""
+        if self.proxy is not None:
+            return verify_failed_since(self.proxy.log, self.log_mark)
+        return trr_failure in (COULD_NOT_CONNECT, DOH_CERTIFICATE_FAILED)
 
     def describe(self) -> dict:
-        return {**super().describe(), "uri": self.resolver.doh3_uri}
+        stub = {"stub": "dnsproxy", "upstream": self.proxy.upstream} if self.proxy is not None else {}
+        return {**super().describe(), "uri": self.resolver.doh3_uri, **stub}

@@ -45,6 +45,7 @@ class PageLoad:
     watchdog_fired: bool = False
     phases: dict[str, float] = field(default_factory=dict)
     trr_failure: str | None = None  # the error page's id of its DNS-over-HTTPS failure, e.g. ...-trr-only-timeout
+    net_error: str | None = None  # Chromium: the navigation request's net::ERR_* code (its error page names none)
     paint: dict = field(default_factory=dict)  # fcp and lcp in ms from navigation start, None where not reported
     prefs: dict = field(default_factory=dict)  # the DNS settings' values read back from the running browser
 
@@ -63,6 +64,8 @@ class Browser(ABC):
     version: str  # the browser's version, as a HAR's log.browser gives it
     versions: dict[str, str]  # the browser's and its driver's versions, as the visit record stores them
     default_browser_dns: ClassVar[str]  # the DNS settings a study that names none gets
+    #: Transports the browser speaks itself (`BrowserDns`); an arm that needs one it lacks runs its stub instead.
+    native_dns: ClassVar[frozenset[str]] = frozenset()
     browser_dns: str  # the DNS settings the study names (a file of preferences)
     dns_settings: dict[str, bool | int | str]  # their values, which every visit reads back from the browser
 
@@ -78,6 +81,10 @@ class Browser(ABC):
         self.margin = margin  # beyond timeout + margin the whole visit's browser is killed
         self.account = BrowserAccount.lookup()
         self.browser_dns = str(browser_dns or self.default_browser_dns)
+
+    def unexpected_version(self) -> str | None:
+        """A one-line warning if the installed browser is not the version its DNS settings were read from."""
+        return None
 
     @property
     def trusted_ca(self) -> Path | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.browser.base import Browser, PageLoad, register_browser
+from harness.browser.firefox_dns import firefox_prefs
 from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.browser.session import GECKODRIVER, FirefoxSession
 from harness.browser.template import ensure_template, firefox_version
@@ -35,6 +36,7 @@ class Firefox(Browser):
 
     product = "Firefox"
     default_browser_dns = DNS_CURRENT
+    native_dns = frozenset({"doh", "doh3"})  # TRR, over HTTP/2 or HTTP/3
 
     def __init__(
         self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
@@ -61,7 +63,7 @@ class Firefox(Browser):
             self.template,
             self.client.namespace,
             self.work_root,
-            prefs=arm.firefox_prefs(),
+            prefs=firefox_prefs(arm.browser_dns(), self.client.browser_trusts_ca),
             timeout=self.timeout,
             margin=self.margin,
             read_prefs=tuple(self.dns_settings),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.browser import firefox  # noqa: F401 -- registers "firefox"
+from harness.browser import chromium, firefox  # noqa: F401 -- register "chromium" and "firefox"
 from harness.browser.base import Browser, registered_browsers
 from harness.errors import HarnessError
 from harness.place import ClientSide

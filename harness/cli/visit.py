@@ -54,6 +54,13 @@ from harness.cli.common import ProtocolChoice, one_line_errors, place_from, plac
     type=click.Path(file_okay=False),
     help="Directory for HARs (hars/<visit>.har.gz) and visit records (visits.jsonl).",
 )
+@click.option(
+    "--browser",
+    default="firefox",
+    show_default=True,
+    type=click.Choice(["firefox", "chromium"]),
+    help="The browser the page loads in (harness/browser/registry.py).",
+)
 @place_options
 @one_line_errors
 def visit(
@@ -64,6 +71,7 @@ def visit(
     timeout: float,
     margin: float,
     results_dir: str,
+    browser: str,
     internet: str | None,
     profile: str,
     prefix: str | None,
@@ -80,7 +88,15 @@ def visit(
     place = place_from(internet, profile, prefix, subnet)
     with using_place(place):  # a crawl's first act would be to kill this visit's browser, and vice versa
         result = run_visit(
-            place, url, protocol, resolver, Path(results_dir).resolve(), timeout=timeout, margin=margin, network=network
+            place,
+            url,
+            protocol,
+            resolver,
+            Path(results_dir).resolve(),
+            timeout=timeout,
+            margin=margin,
+            network=network,
+            browser=browser,
         )
     click.echo(json.dumps(result.to_dict(), indent=1))
     sys.exit(0 if result.error_class == "Successful" else 1)

@@ -1,0 +1,144 @@
+"""Chromium through chromedriver: a fresh browser, on a fresh user-data directory, for every visit.
+
+Its DNS: the study's settings (profiles/chromium/, harness/browser/chromium_settings.py) and the
+arm's `BrowserDns` (secure DNS "secure" for DoH, "off" otherwise: the built-in resolver on the client
+namespace's resolv.conf). DoT, DoQ and DoH3 reach it through the arms' stubs, like Firefox's DoT and DoQ.
+Each visit runs in a `ChromiumSession` (harness/browser/chromium_session.py) as the browser account,
+with Chromium's own sandbox, trusting the place's CA through an NSS database made once per place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness import netns
+from harness.browser.base import Browser, PageLoad, register_browser
+from harness.browser.chromium_session import CHROMEDRIVER, CHROMIUM, ChromiumSession
+from harness.browser.chromium_settings import CHROMIUM_DNS_CURRENT, arm_switches, load_chromium_dns, local_state
+from harness.errors import HarnessError, require_program
+from harness.place import ClientSide
+
+if TYPE_CHECKING:
+    from harness.arms.base import DnsArm
+
+#: Switches every visit gets, whatever the study: headless, quiet, no first-run work. chromedriver adds its own
+#: (--disable-background-networking, --disable-sync, --no-first-run, ...). Never --no-sandbox, never
+#: --ignore-certificate-errors.
+QUIET = ["--disable-component-update", "--disable-domain-reliability", "--no-default-browser-check"]
+
+
+def program_version(program: str) -> str:
+    """`Chromium 156.0.8078.108 built on ...` or `ChromeDriver 156.0.8078.108 (...)` -> `156.0.8078.108`."""
+    try:
+        out = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30).stdout.split()
+    except OSError:
+        return "unknown"
+    return out[1] if len(out) > 1 else "unknown"
+
+
+@register_browser("chromium")
+class Chromium(Browser):
+    """Chromium, started afresh for each visit and killed after it."""
+
+    product = "Chromium"
+    default_browser_dns = CHROMIUM_DNS_CURRENT
+    native_dns = frozenset({"doh"})  # secure DNS over HTTP/2; no DoT, DoQ or DNS over HTTP/3 of its own
+
+    def __init__(
+        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
+    ):
+        for program, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+            if not Path(program).exists():
+                raise HarnessError(f"{program} is missing: install {package} (scripts/setup.sh)")
+        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
+        self.settings = load_chromium_dns(self.browser_dns)
+        self.dns_settings = self.settings.as_dict()
+        self.version = program_version(CHROMIUM)
+        self.versions = {"chromium": self.version, "chromedriver": program_version(CHROMEDRIVER)}
+        _require_sandbox(self.account.setpriv(["unshare", "--user", "true"]), client.namespace)
+        self.work_root = client.run_dir / "visits"
+        self.work_root.mkdir(exist_ok=True)
+        self.nssdb = ensure_nssdb(client.run_dir, self.trusted_ca)
+        self._session: ChromiumSession | None = None
+
+    def unexpected_version(self) -> str | None:
+        if self.version.startswith(self.settings.version):
+            return None
+        return (
+            f"warning: Chromium {self.version} is installed, but {self.browser_dns} was read from "
+            f"{self.settings.version}: its DNS defaults may differ"
+        )
+
+    def start(self, arm: DnsArm) -> None:
+        dns = arm.browser_dns()
+        self._session = ChromiumSession(
+            self.account,
+            self.nssdb,
+            self.client.namespace,
+            self.work_root,
+            switches=QUIET + self.settings.switches() + arm_switches(dns),
+            local_state=local_state(dns),
+            preferences=self.settings.preferences(),
+            read_settings={s.name: s.kind for s in self.settings.setting},
+            timeout=self.timeout,
+            margin=self.margin,
+        )
+        self._session.start()
+
+    def load(self, url: str) -> PageLoad:
+        if self._session is None:
+            raise RuntimeError("Chromium.load() before start()")
+        return self._session.load(url)
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
+
+
+def _require_sandbox(argv: list[str], namespace: str | None) -> None:
+    """Chromium's namespace sandbox needs the browser account to create user namespaces: a one-line error
+    saying so if it cannot (dnsstudy never falls back to --no-sandbox)."""
+    if namespace:
+        argv = netns.command(namespace, argv)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise HarnessError(
+            f"Chromium's sandbox cannot start: the browser account cannot create a user namespace ({said}); "
+            "allow unprivileged user namespaces (kernel.unprivileged_userns_clone, the container's seccomp "
+            "profile): dnsstudy never runs Chromium with --no-sandbox"
+        )
+
+
+def ensure_nssdb(directory: Path, ca_path: Path | None) -> Path:
+    """An NSS database trusting ``ca_path`` (or nothing but Chromium's own roots), made once under ``directory``
+    and owned by root: every visit copies it to its HOME."""
+    ca_pem = ca_path.read_bytes() if ca_path else b"no-ca"
+    target = directory / f"chromium-nssdb-{hashlib.sha256(ca_pem).hexdigest()[:16]}"
+    if (target / "cert9.db").exists():
+        return target
+    require_program("certutil", "libnss3-tools")
+    work = Path(tempfile.mkdtemp(prefix=".nssdb-", dir=directory))
+    try:
+        _certutil(["-N", "-d", f"sql:{work}", "--empty-password"], "create the NSS database")
+        if ca_path:
+            _certutil(["-A", "-d", f"sql:{work}", "-n", "dnsstudy lab CA", "-t", "C,,", "-i", str(ca_path)], "trust")
+        work.chmod(0o755)
+        for path in work.iterdir():
+            path.chmod(0o644)
+        work.rename(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _certutil(args: list[str], what: str) -> None:
+    done = subprocess.run(["certutil", *args], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise HarnessError(f"cannot {what} for Chromium: certutil said: {done.stderr.strip() or done.stdout.strip()}")

@@ -1,0 +1,122 @@
+"""What Chromium's net log (--log-net-log) says about a visit's DNS: the configuration its resolver ran with,
+which resolver answered (its built-in client or the system's getaddrinfo), secure DNS, and DoH failures.
+
+The log is JSON: `constants` (event type names, the command line) and `events`. A browser killed before
+it closed the log leaves the last event line unterminated; the complete lines before it are read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: net/base/net_error_list.h: certificate errors are -200 to -299.
+CERT_ERRORS = range(-299, -199)
+#: net/dns/public/secure_dns_mode.h
+SECURE_DNS_MODES = {0: "off", 1: "automatic", 2: "secure"}
+#: How a socket pool group of the DoH server's connections ends, e.g.
+#: "dns_bootstrap/pm/https://near.dns.lab.test <null (dns over https)>".
+DOH_GROUP = "(dns over https)"
+
+
+@dataclass
+class NetLogDns:
+    """The DNS facts of one visit's net log."""
+
+    config: dict = field(default_factory=dict)  # the last DNS_CONFIG_CHANGED: nameservers, doh_config, mode
+    command_line: str = ""
+    #: lookups answered, by resolver: "built-in" (Do53), "built-in-secure" (DoH), "system" (getaddrinfo)
+    answered: Counter = field(default_factory=Counter)
+    query_types: set[str] = field(default_factory=set)  # record types the resolver asked for
+    secure_modes: set[str] = field(default_factory=set)  # the secure DNS mode of each resolution job
+    doh_cert_errors: list[str] = field(default_factory=list)  # net errors of DoH requests that failed on a certificate
+
+    def settings(self, names: dict[str, str]) -> dict[str, object]:
+        """The values of the study's settings ``names`` (name -> kind) as the running browser shows them."""
+        out: dict[str, object] = {}
+        for name, kind in names.items():
+            if name == "AsyncDns":
+                out[name] = bool(self.config.get("can_use_insecure_dns_transactions"))
+            elif name == "UseDnsHttpsSvcb":
+                out[name] = "HTTPS" in self.query_types
+            elif kind == "feature":
+                out[name] = _feature(self.command_line, name)
+            elif kind == "switch":
+                out[name] = f"--{name}" in self.command_line.split()
+        return out
+
+    def summary(self) -> dict:
+        """What a visit record keeps: the resolver path, the secure DNS mode, the servers it was configured with."""
+        return {
+            "resolver_path": dict(self.answered),
+            "secure_dns_modes": sorted(self.secure_modes),
+            "config_secure_dns_mode": SECURE_DNS_MODES.get(self.config.get("secure_dns_mode", -1)),
+            "nameservers": self.config.get("nameservers"),
+            "doh_templates": [s.get("template") for s in self.config.get("doh_config", {}).get("servers", [])],
+        }
+
+
+def read_netlog(path: Path) -> NetLogDns | None:
+    """The DNS facts of the net log at ``path``; None if there is none (the browser never started)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    data = _parse(text)
+    if data is None:
+        return None
+    constants = data.get("constants", {})
+    names = {v: k for k, v in constants.get("logEventTypes", {}).items()}
+    errors = {v: k for k, v in constants.get("netError", {}).items()}
+    found = NetLogDns(command_line=constants.get("clientInfo", {}).get("command_line", ""))
+    doh_sources: set[int] = set()
+    for event in data.get("events", []):
+        _take(found, names.get(event.get("type"), ""), event, doh_sources, errors)
+    return found
+
+
+def _take(found: NetLogDns, name: str, event: dict, doh_sources: set[int], errors: dict) -> None:
+    params, source = event.get("params") or {}, int((event.get("source") or {}).get("id", -1))
+    if name == "DNS_CONFIG_CHANGED":
+        found.config = params
+    elif name == "HOST_RESOLVER_MANAGER_JOB" and "secure_dns_mode" in params:
+        found.secure_modes.add(SECURE_DNS_MODES.get(params["secure_dns_mode"], str(params["secure_dns_mode"])))
+        found.query_types.update(params.get("dns_query_types", []))
+    elif name == "HOST_RESOLVER_DNS_TASK" and params.get("secure"):  # a DoH task began on this job
+        doh_sources.add(source)
+    elif name == "HOST_RESOLVER_DNS_TASK" and params.get("results"):
+        found.answered["built-in-secure" if source in doh_sources else "built-in"] += 1
+    elif name == "HOST_RESOLVER_SYSTEM_TASK" and event.get("phase") == 2 and "net_error" not in params:
+        found.answered["system"] += 1
+    elif name == "DOH_URL_REQUEST" or DOH_GROUP in str(params.get("group_id", "")):
+        doh_sources.add(source)  # a DoH request, or a socket pool group or connect job of the DoH server's
+    if source in doh_sources and params.get("net_error") in CERT_ERRORS:
+        found.doh_cert_errors.append(errors.get(params["net_error"], str(params["net_error"])))
+
+
+def _feature(command_line: str, name: str) -> bool | None:
+    """Whether the command line enables (True) or disables (False) feature ``name``; None: it names it nowhere."""
+    for arg in command_line.split():
+        for flag, value in (("--enable-features=", True), ("--disable-features=", False)):
+            if arg.startswith(flag) and name in arg[len(flag) :].split(","):
+                return value
+    return None
+
+
+def _parse(text: str) -> dict | None:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    # Killed mid-log: keep the complete event lines ("{...},") and close the array and object.
+    lines = text.splitlines()
+    while lines and not lines[-1].rstrip().endswith("},"):
+        lines.pop()
+    if not lines:
+        return None
+    try:
+        return json.loads("\n".join(lines).rstrip().rstrip(",") + "]}")
+    except json.JSONDecodeError:
+        return None

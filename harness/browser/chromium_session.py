@@ -1,0 +1,254 @@
+"""One Chromium session: a fresh user-data directory, chromedriver and Chromium as the browser account, one
+navigation; the watchdog, the kill and the navigation are `FirefoxSession`'s, what differs is here.
+
+The browser runs with its own sandbox (user namespaces and seccomp; Debian's build has no setuid helper):
+never `--no-sandbox`. It trusts the place's CA through the NSS database in its HOME (~/.pki/nssdb), never
+by ignoring certificate errors. Its net log (--log-net-log) says which resolver answered and with which
+configuration (harness/browser/chromium_netlog.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+
+from harness import netns
+from harness.arms.doh import DOH_CERTIFICATE_FAILED
+from harness.browser.account import BrowserAccount
+from harness.browser.bidi import BidiEventLog
+from harness.browser.chromium_netlog import read_netlog
+from harness.browser.scripts import script
+from harness.browser.session import FirefoxSession, _bidi_on_load, _first_line, _page_info, _paint
+
+CHROMIUM = "/usr/lib/chromium/chromium"  # the binary itself: /usr/bin/chromium is a wrapper adding flags
+CHROMEDRIVER = "/usr/bin/chromedriver"
+#: What Chromium prints when neither the setuid nor the namespace sandbox can start (sandbox/linux/...).
+NO_SANDBOX = "No usable sandbox"
+
+_NAVIGATION = script("navigation")
+
+
+class ChromiumSession(FirefoxSession):
+    """`start`, `load`, `stop` of one Chromium visit. ``template`` is the NSS database trusting the place's CA;
+    ``switches``, ``local_state`` and ``preferences`` are what the study's settings and the arm say."""
+
+    def __init__(
+        self,
+        account: BrowserAccount,
+        template: Path,
+        namespace: str | None,
+        work_root: Path,
+        switches: list[str],
+        local_state: dict,
+        preferences: dict,
+        read_settings: dict[str, str],
+        timeout: float = 30.0,
+        margin: float = 10.0,
+    ):
+        super().__init__(account, template, namespace, work_root, timeout=timeout, margin=margin)
+        self.switches, self.local_state, self.preferences = switches, local_state, preferences
+        self.read_settings = read_settings  # name -> kind of the study's settings, read back from the net log
+
+    def _prepare(self, work: Path) -> Path:
+        """HOME with the NSS database, and a user-data directory holding Local State and the preferences."""
+        shutil.copytree(self.template, work / "home" / ".pki" / "nssdb")
+        user_data = work / "user-data"
+        (user_data / "Default").mkdir(parents=True)
+        (user_data / "Local State").write_text(json.dumps(self.local_state))
+        (user_data / "Default" / "Preferences").write_text(json.dumps(self.preferences))
+        self.account.give(work)
+        return user_data
+
+    def _start_driver(self, work: Path) -> int:
+        port = netns.free_tcp_port()
+        argv = self.account.setpriv([CHROMEDRIVER, f"--port={port}"])
+        if self.namespace:
+            argv = netns.command(self.namespace, argv)
+        env = {**self.account.environment(work), "HOME": str(work / "home")}
+        env = {k: v for k, v in env.items() if not k.startswith("MOZ_")}
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(work / "chromedriver.log", flags, 0o600), "ab") as log:
+            self._driver_proc = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not self._killed.is_set():
+            if self._driver_proc.poll() is not None:
+                raise RuntimeError(f"chromedriver exited with status {self._driver_proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return port
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError("chromedriver did not listen within 10 s")
+
+    def _options(self, profile_dir: Path) -> Options:  # type: ignore[override]  # Chrome's, not Firefox's
+        options = Options()
+        options.binary_location = CHROMIUM
+        for argument in ["--headless", f"--user-data-dir={profile_dir}", f"--log-net-log={self._netlog}"]:
+            options.add_argument(argument)
+        for argument in self.switches:
+            options.add_argument(argument)
+        options.accept_insecure_certs = False
+        options.enable_bidi = True
+        options.page_load_strategy = "normal"
+        options.timeouts = {"pageLoad": int(self.timeout * 1000), "script": 10_000}
+        return options
+
+    @property
+    def _netlog(self) -> Path:
+        assert self._work is not None
+        return self._work / "netlog.json"
+
+    def _start_browser(self, profile_dir: Path, work: Path) -> None:
+        """chromedriver, a WebDriver session with BiDi and the event log; a failure is the harness's, and a
+        sandbox that could not start says so in one line."""
+        report, t = self.report, time.monotonic()
+        try:
+            port = self._start_driver(work)
+            report.phases["browser_start.driver"] = time.monotonic() - t
+            driver = self._driver = webdriver.Remote(
+                command_executor=f"http://127.0.0.1:{port}", options=self._options(profile_dir)
+            )
+            report.phases["browser_start.session"] = time.monotonic() - t - report.phases["browser_start.driver"]
+            self._events = BidiEventLog(driver.capabilities["webSocketUrl"])
+        except Exception as exc:  # no browser, no visit: the harness failed, not the page
+            report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
+            if _log_says(work / "chromedriver.log", NO_SANDBOX):
+                report.driver_failure = (
+                    "start: Chromium's sandbox could not start (it said 'No usable sandbox'): the browser account "
+                    "needs user namespaces; dnsstudy never runs Chromium with --no-sandbox"
+                )
+        report.phases["browser_start"] = time.monotonic() - t
+
+    def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
+        """What the page reports (navigation, paint), the BiDi events and the navigation's net error; then a
+        clean quit, which completes the net log the DNS facts are read from."""
+        report, t = self.report, time.monotonic()
+        try:
+            if report.driver_failure is None:
+                seen = driver.execute_script(_NAVIGATION)
+                report.document_uri = seen["uri"]
+                report.error_page = seen["uri"].startswith("chrome-error:")
+                report.paint = _paint(driver) if not report.error_page else {}
+                report.page = _page_info(url, seen)
+                report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
+                events.settle()
+                if not report.error_page and report.exception is None:
+                    _await_load_event(events)
+        except Exception as exc:
+            report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
+        events.close()
+        report.events = events.snapshot()
+        report.bidi_on_load_ms = _bidi_on_load(report.events)
+        # A navigation the page-load timeout stopped ends in net::ERR_ABORTED: that abort is the driver's.
+        failed = report.error_page or report.exception not in (None, "TimeoutException")
+        report.net_error = navigation_error(report.events) if failed else None
+        self._read_netlog(driver)
+        if report.watchdog_fired and report.driver_failure is None:
+            report.driver_failure = "watchdog: the visit overran its time budget"
+        report.phases["collect"] = time.monotonic() - t
+
+    def _read_netlog(self, driver: webdriver.Remote) -> None:
+        """Quit the browser cleanly (it closes its net log), then read the DNS facts and settings from it."""
+        report = self.report
+        sandbox = self._sandbox()  # while the browser still runs
+        if report.driver_failure is None:
+            try:
+                driver.quit()
+            except Exception:  # the log's complete lines are read all the same
+                pass
+        found = read_netlog(self._netlog)
+        if found is None:
+            return
+        written = self._preferences_written()
+        report.prefs = {**found.settings(self.read_settings), **written, "dns": found.summary(), "sandbox": sandbox}
+        if found.doh_cert_errors:
+            report.trr_failure = DOH_CERTIFICATE_FAILED
+
+    def _preferences_written(self) -> dict[str, object]:
+        """The study's profile preferences as the browser wrote them back to Default/Preferences at its quit."""
+        assert self._work is not None
+        try:
+            written = json.loads((self._work / "user-data" / "Default" / "Preferences").read_text())
+        except (OSError, ValueError):
+            return {}
+        out: dict[str, object] = {}
+        for name, kind in self.read_settings.items():
+            if kind == "preference":
+                node: object = written
+                for part in name.split("."):
+                    node = node.get(part) if isinstance(node, dict) else None
+                out[name] = node
+        return out
+
+    def _sandbox(self) -> str:
+        """How the browser's processes were sandboxed, from the zygote's and renderers' /proc (seccomp mode 2:
+        a filter); "" where none could be seen (the browser had exited)."""
+        modes = set()
+        for pid in self._descendants():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes()  # one string once the process set its title
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            if b"--type=renderer" in argv:
+                seccomp = next((line.split()[1] for line in status.splitlines() if line.startswith("Seccomp:")), "")
+                modes.add("seccomp-filter" if seccomp == "2" else f"seccomp-{seccomp or 'unknown'}")
+        return ",".join(sorted(modes))
+
+    def _descendants(self) -> list[int]:
+        """chromedriver's processes and theirs: the renderers live in namespaces of their own (the sandbox's),
+        not the client's, so only their parentage finds them."""
+        if self._driver_proc is None:
+            return []
+        parents: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    ppid = int(
+                        next(x for x in (entry / "status").read_text().splitlines() if x.startswith("PPid:")).split()[1]
+                    )
+                except (OSError, StopIteration, ValueError):
+                    continue
+                parents.setdefault(ppid, []).append(int(entry.name))
+        found, todo = [], [self._driver_proc.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(parents.get(pid, []))
+        return found
+
+
+def _await_load_event(events: BidiEventLog, max_wait: float = 1.0) -> None:
+    """chromedriver answers the navigation before its BiDi load event reaches us (seen at 3.3 s onLoads on a
+    loaded machine): wait briefly for it, the cross-check of onLoad."""
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline:
+        if any(e["method"] == "browsingContext.load" for e in events.snapshot()):
+            return
+        time.sleep(0.01)
+
+
+def navigation_error(events: list[dict]) -> str | None:
+    """The net::ERR_* code BiDi reports for the navigation's own request (a fetchError with a navigation id)."""
+    for event in events:
+        params = event.get("params", {})
+        if event.get("method") == "network.fetchError" and params.get("navigation"):
+            return str(params.get("errorText") or "") or None
+    return None
+
+
+def _log_says(log: Path, marker: str) -> bool:
+    try:
+        return marker in log.read_text(errors="replace")
+    except OSError:
+        return False
