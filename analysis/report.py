@@ -206,8 +206,11 @@ def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) 
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
     frame = tables.success_differences(visits, settings, report.adjustment)
     caption = (
-        f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points; "
-        f"p_value: by site; p_adjusted: {ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
+        f"Success-rate differences (percentage points; {settings.statistics.confidence:.0%} intervals from a "
+        f"bootstrap of sites, each resampled with all its visits and, measured at several vantage points, with all "
+        f"of them ({settings.statistics.resamples:,} resamples, {settings.statistics.interval} percentiles); sites: "
+        f"the units resampled; p_value: by site (cluster-robust); p_adjusted: "
+        f"{ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
         f"of this table ({ADJUSTMENTS[report.adjustment]} {1 - settings.statistics.confidence:.0%}); differs: the "
         f"interval clear of zero and p_adjusted below {1 - settings.statistics.confidence:g})"
     )
