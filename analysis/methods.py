@@ -55,7 +55,7 @@ def interval_sentence(family: list[PairStatistics], reading: Reading) -> str:
         return f"{how}; no pair has an interval"
     sites, pairs = units.count("site"), units.count("pair")
     if not pairs:
-        return f"{how}; sites resampled with all their rounds, within each vantage point"
+        return f"{how}; sites resampled with all their rounds (and vantage points, a site at several one unit)"
     if not sites:
         return f"{how}; every site has one pair per cell, so pairs are resampled (the median's exactly)"
     return (

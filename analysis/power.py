@@ -1,23 +1,34 @@
 """The power of a study before its crawl: the smallest median difference its sites and rounds detect.
 
 A cell's verdict needs the sign test by site (analysis/significance.py) to
-reject after the grid's adjustment. Its statistic is S = sum over sites of
-U_i, the sum of site i's signs; with n sites of r pairs each, a difference
-whose signs average theta (P(+) - P(-)) and whose two pairs at one site have
-sign covariance c gives E[U] = r theta and Var U = r (1 - theta^2) +
-r (r - 1) c, and the test divides S by sqrt(sum U_i^2). By the normal
-approximation, the power at a two-sided level a is
+reject after the grid's adjustment; the power is that test's, computed as
+it decides. A spread says how a site's r pairs fall at a median difference
+delta: P(K = k), k of them positive (`Spread.site_sums`). n sites drawn
+independently from it, the sign test by site rejects with a chance that
+`analysis.sign_power.exact_power` enumerates exactly (the exact test for up
+to 16 sites with a non-zero sum, the normal approximation beyond, as the
+test itself does) wherever the enumeration is small; for many sites with
+several pairs each, by the normal approximation of the test's statistic:
+S = sum of the site sums U, divided by sqrt(sum U^2),
 
-    Phi((n r theta - z sqrt(n (Var U + r^2 theta^2))) / sqrt(n Var U)),  z = Phi^-1(1 - a/2).
+    Phi((n E[U] - z sqrt(n E[U^2])) / sqrt(n Var U)),  z = Phi^-1(1 - a/2).
 
-The level is 1 - confidence divided by the family's size: the threshold of
-Holm's first step, so the power of Holm's (or Benjamini-Hochberg's) verdict
-is at least this. theta and c at a median difference delta are read from a
-pilot's pairs (centred on their median, shifted by delta: a pure shift), or
-from a normal model with a share of the variance between sites (profile
-defaults, for a study with no pilot yet). The rounds of a plan add pairs per
-site, whose signs correlate, so past some number of rounds only more sites
-help; `rounds_needed` says when that is.
+The level a is 1 - confidence divided by the family's size: Holm's first
+step, where a pair is rejected when it is the only one that differs; so is
+Benjamini-Hochberg's (its first step is the same, and null pairs rarely
+come first). Where other pairs differ too, both are less strict for the
+rest, so the power is at least this. The verdict also needs the interval
+clear of zero, which the power does not model (the two agree but at the
+margin). A vantage point that measures the same sites adds pairs per site,
+not sites (`Plan.places`).
+
+The spreads: a normal model with a share of the variance between sites (the
+profile's defaults, for a study with no pilot yet), integrated over the site
+effect; or a pilot's pairs (centred on their median, shifted by delta: a
+pure shift), whose mean sign and within-site sign correlation give a
+beta-binomial. The rounds of a plan add pairs per site, whose signs
+correlate, so past some number of rounds only more sites help;
+`rounds_needed` says when that is.
 """
 
 from __future__ import annotations
@@ -247,6 +258,7 @@ def study_power(
     defaults = settings.power
     family = max(len(configurations) * (len(configurations) - 1) // 2, 1)
     cells = []
+    planned: dict[tuple[NormalSpread, Plan], CellPower] = {}  # cells planned from one profile spread are alike
     for network in networks:
         fallback = defaults.spread(network)
         normal = NormalSpread(
@@ -262,7 +274,12 @@ def study_power(
                 if table is not None and pilot is not None:
                     spread, pair_yield = _pilot_spread(pilot, table, network, (row, column), normal)
                 cell_plan = replace(plan, family=family, pair_yield=pair_yield, power=defaults.power)
-                cells.append(_cell(network, row, column, spread, cell_plan, difference_ms))
+                if isinstance(spread, NormalSpread):
+                    if (spread, cell_plan) not in planned:
+                        planned[spread, cell_plan] = _cell(network, row, column, spread, cell_plan, difference_ms)
+                    cells.append(replace(planned[spread, cell_plan], network=network, row=row, column=column))
+                else:
+                    cells.append(_cell(network, row, column, spread, cell_plan, difference_ms))
     return cells
 
 

@@ -27,9 +27,9 @@ from analysis.significance import EXACT_SITES
 
 #: The power is enumerated exactly up to this many compositions (n + r/2 choose r/2, r pairs per site) and
 #: this much work (compositions x n x r: the convolutions' length); beyond, n is large enough for the normal
-#: approximation (or r = 1: one composition, the binomial test, always exact).
+#: approximation (r = 1 has one composition, the binomial test: exact up to 500,000 sites).
 EXACT_COMPOSITIONS = 5000
-EXACT_WORK = 2_000_000
+EXACT_WORK = 500_000
 
 
 def enumerable(n: int, r: int) -> bool:
