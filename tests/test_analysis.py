@@ -315,7 +315,7 @@ def test_the_large_difference_threshold_is_required_in_the_profile(tmp_path):
         load_settings(profile)
 
 
-def test_the_exact_bootstrap_interval_matches_resampling():
+def test_the_median_interval_matches_resampling_with_numpy_s_median():
     rng = np.random.default_rng(11)
     for values in (rng.lognormal(5, 1, 301), rng.normal(0, 50, 1000), np.repeat([1.0, 2.0, 3.0], 50)):
         low, high = median_interval(values, 0.95)
