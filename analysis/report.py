@@ -206,8 +206,11 @@ def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) 
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
     frame = tables.success_differences(visits, settings, report.adjustment)
     caption = (
-        f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points; "
-        f"p_value: by site; p_adjusted: {ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
+        f"Success-rate differences (percentage points; {settings.statistics.confidence:.0%} intervals from a "
+        f"bootstrap of sites, each resampled with all its visits and, measured at several vantage points, with all "
+        f"of them ({settings.statistics.resamples:,} resamples, {settings.statistics.interval} percentiles); sites: "
+        f"the units resampled; p_value: by site (cluster-robust); p_adjusted: "
+        f"{ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
         f"of this table ({ADJUSTMENTS[report.adjustment]} {1 - settings.statistics.confidence:.0%}); differs: the "
         f"interval clear of zero and p_adjusted below {1 - settings.statistics.confidence:g})"
     )
@@ -371,11 +374,14 @@ def _methods(report: Report, chosen_by: str, settings: AnalysisSettings) -> str:
     """How intervals, p-values and verdicts are made, and which adjustment the grids use and why."""
     method, level = report.adjustment, 1 - settings.statistics.confidence
     return (
-        f"<p>Statistics: a site (at a vantage point) is the unit. Intervals come from a bootstrap that resamples "
-        f"sites with all their rounds, within each vantage point ({settings.statistics.resamples:,} resamples, "
-        f"{settings.statistics.interval} percentiles); where every site has one pair in a cell, the pairs are "
-        f"resampled and the median's interval is exact (each table's <code>resampled</code> column says which). "
-        f"The p-value is the sign test of a zero median, by site. The verdicts of each grid are one family, "
+        f"<p>Statistics: the site is the unit; a site measured at several vantage points is one unit where "
+        f"they are read together (each vantage point's own grids read the site there). Intervals come from a "
+        f"bootstrap that resamples sites with all their rounds and vantage points "
+        f"({settings.statistics.resamples:,} resamples, {settings.statistics.interval} percentiles); where every "
+        f"site has one pair in a cell, that is resampling pairs (each table's <code>resampled</code> column says "
+        f"which). The median is the middle value, or the mean of the two middle ones, in the estimate and in every "
+        f"resample. The p-value is the sign test of a zero median by site (a site's sign sum as likely positive "
+        f"as negative); success-rate differences are by site too. The verdicts of each grid are one family, "
         f"adjusted together by {ADJUSTMENT_NAMES[method]}'s method ({ADJUSTMENTS[method]} {level:.0%}; "
         f"{html.escape(chosen_by)}): a pair is <em>row slower</em> or <em>row faster</em> when its interval "
         f"excludes zero and its adjusted p-value is below {level:g}. Both p-values are in every table.</p>"
