@@ -44,13 +44,16 @@ class ReusedFirefoxSession(FirefoxSession):
         self._tab: str | None = None  # the current visit's tab (a BiDi browsing context id = a window handle)
         self._user_context: str | None = None
         self._originals: dict = {}  # preferences the current arm set -> the value each had before it
+        self._firefox: int | None = None  # the Firefox parent process (geckodriver's child)
 
     def start(self) -> None:
         """Start the browser as a fresh session does; its watchdog then covers only the start (one per visit)."""
         super().start()
         if self._watchdog is not None:
             self._watchdog.cancel()
-        if self._driver is not None and self._events is not None:
+        if self._driver is not None and self._events is not None and self._driver_proc is not None:
+            driver_pid = self._driver_proc.pid
+            self._firefox = next((p for p in self._account_pids() if _parent(p) == driver_pid), None)
             try:
                 self._home = self._driver.current_window_handle
             except Exception as exc:
@@ -58,7 +61,8 @@ class ReusedFirefoxSession(FirefoxSession):
 
     @property
     def alive(self) -> bool:
-        """Started, not killed (by the watchdog or a failure), and geckodriver still running."""
+        """Started, not killed (by the watchdog or a failure), geckodriver running, and Firefox too (not dead,
+        not stopped): read from /proc, so a browser that hangs costs no wait here (the visit's watchdog has it)."""
         proc = self._driver_proc
         return (
             self._events is not None
@@ -66,6 +70,8 @@ class ReusedFirefoxSession(FirefoxSession):
             and not self._killed.is_set()
             and proc is not None
             and proc.poll() is None
+            and self._firefox is not None
+            and _state(self._firefox) not in ("Z", "X", "T", "t", None)
         )
 
     def memory_mb(self) -> float:
@@ -145,3 +151,21 @@ class ReusedFirefoxSession(FirefoxSession):
     def _take_events(self, events) -> list[dict]:
         """The visit's events, taken from the log, which stays open for the next visit."""
         return events.take()
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (state first), or None if the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat(pid)
+    return fields[0] if fields else None
