@@ -462,3 +462,35 @@ def test_analysis_reads_the_store_only_never_the_harness():
     for path in (Path(__file__).parents[1] / "analysis").glob("*.py"):
         text = path.read_text()
         assert "from harness" not in text and "import harness" not in text, path
+
+
+def with_session(path: Path, session: str, connection: str, shift_ms: float) -> Path:
+    """The store's visits as if run with this browser session and resolver connection, onLoad shifted."""
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute(
+            "UPDATE visits SET browser_session = ?, resolver_connection = ?, on_load_ms = on_load_ms + ?",
+            (session, connection, shift_ms),
+        )
+    return path
+
+
+def test_visits_of_two_connection_states_are_never_paired_and_the_report_shows_warm_against_cold(tmp_path):
+    cold = with_session(make_store(tmp_path / "cold.sqlite", slower_onload), "reused", "cold", 0.0)
+    warm = with_session(make_store(tmp_path / "warm.sqlite", slower_onload), "reused", "warm", -100.0)
+    visits = load([cold, warm]).visits
+    assert set(visits["resolver_connection"].astype(str)) == {"cold", "warm"}
+    # Same study, rounds and sites in both stores: only the connection state keeps their visits apart.
+    statistics = cell(grid(visits, "wired", SETTINGS), B, A).statistics
+    alone = cell(grid(load(cold).visits, "wired", SETTINGS), B, A).statistics
+    assert statistics.pairs == 2 * alone.pairs > 0 and statistics.median_ms == pytest.approx(200)
+    report = analyze([cold, warm], tmp_path / "out")
+    table = pd.read_csv(tmp_path / "out/tables/session-modes.csv")
+    assert set(table["reused: warm - cold ms"]) == {-100.0}
+    assert (table["reused cold visits"] == 40).all() and (table["reused warm visits"] == 40).all()
+    assert "Browser session and resolver connection" in report.html.read_text()
+
+
+def test_a_store_of_one_mode_has_no_session_section(tmp_path):
+    report = analyze([make_store(tmp_path / "s.sqlite", slower_onload)], tmp_path / "out")
+    assert not (tmp_path / "out/tables/session-modes.csv").exists()
+    assert "Browser session and resolver connection" not in report.html.read_text()
