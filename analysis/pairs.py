@@ -27,9 +27,10 @@ from analysis.settings import AnalysisSettings
 from analysis.stats import PairStatistics, adjust_family, compare_all
 
 Configuration = tuple[str, str]  # (resolver, protocol)
-#: What a site is resampled within, and what a pair never crosses besides the crawl. A store with a browser
-#: column adds it here, ("vantage_point", "browser"): pairs, strata and sites all follow.
-STRATA = ("vantage_point",)
+#: What a site is resampled within, and what a pair never crosses besides the crawl: the vantage point, and the
+#: browser's session mode and resolver connection state (a study's keys; visits of two are never paired). A store
+#: with a browser column adds it here: pairs, strata and sites all follow.
+STRATA = ("vantage_point", "browser_session", "resolver_connection")
 #: A pair is one row of the load-time table: the same crawl, stratum, round and site.
 PAIR_INDEX = ["study_id", *STRATA, "round", "site"]
 #: The stratum a site may be measured in several of: where a grid reads them together, the site with all of

@@ -85,6 +85,8 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         sections.append(_outcomes(report, visits, settings))
         if visits["vantage_point"].nunique() > 1:
             sections.append(_vantage_points(report, results, networks, settings))
+        if len(tables.session_modes(visits)) > 1:
+            sections.append(_session_modes(report, visits, settings))
 
     fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
     sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
@@ -112,6 +114,25 @@ def _vantage_points(report: Report, results: Results, networks: list[str], setti
                 for metric in settings.grid.metric_list()
             ]
     return "\n".join(parts)
+
+
+def _session_modes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
+    """Browser session and resolver connection side by side per arm (warm against cold); unpaired medians, since
+    visits are only paired within one mode (the grids above pool each mode's pairs, each pair within one)."""
+    frame = tables.session_table(visits, settings)
+    caption = (
+        "Per browser session and resolver connection: counted visits, median onLoad of Successful visits, median "
+        "new resolver connections, % of visits whose first query used an open connection; warm - cold: the "
+        "difference of the medians (visits of two modes are never paired)"
+    )
+    report.tables += tables.write_table(frame, report.out / "tables" / "session-modes", caption)
+    return "\n".join(
+        [
+            "<h2>Browser session and resolver connection</h2>",
+            f"<h3>{html.escape(caption)}</h3>",
+            frame.to_html(index=False),
+        ]
+    )
 
 
 def _pairs(

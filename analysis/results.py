@@ -42,12 +42,28 @@ VISIT_COLUMNS = [
     "lcp_ms",
     "dcl_ms",
     "vantage_point",
+    "browser_session",
+    "session_ordinal",
+    "resolver_connection",
+    "resolver_handshakes",
+    "first_query_open",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
-OPTIONAL_VISIT_COLUMNS = ("fcp_ms", "lcp_ms", "dcl_ms", "vantage_point")
-#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host.
-ABSENT_AS = {"vantage_point": ""}
+OPTIONAL_VISIT_COLUMNS = (
+    "fcp_ms",
+    "lcp_ms",
+    "dcl_ms",
+    "vantage_point",
+    "browser_session",
+    "session_ordinal",
+    "resolver_connection",
+    "resolver_handshakes",
+    "first_query_open",
+)
+#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host; a
+#: store from before browser sessions and resolver connections were chosen had fresh browsers, cold connections.
+ABSENT_AS = {"vantage_point": "", "browser_session": "fresh", "resolver_connection": "cold"}
 #: The columns of the metrics a grid can be drawn for (analysis/metrics.py), always read as floats.
 METRIC_COLUMNS = tuple(m.column for m in METRICS.values())
 TIMING_COLUMNS = [
@@ -120,6 +136,8 @@ _CATEGORIES = (
     "error_class",
     "paper_2019",
     "vantage_point",
+    "browser_session",
+    "resolver_connection",
 )
 _CHUNK = 200_000
 

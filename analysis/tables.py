@@ -91,6 +91,51 @@ def vantage_point_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.
     return pd.DataFrame(rows)
 
 
+def session_modes(visits: pd.DataFrame) -> list[str]:
+    """The (browser session, resolver connection) modes in the visits, as "fresh cold", "reused warm", ..."""
+    modes = visits["browser_session"].astype(str) + " " + visits["resolver_connection"].astype(str)
+    return sorted(modes.unique())
+
+
+def session_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
+    """Per network and configuration, for each browser session and resolver connection: counted visits, median
+    onLoad (ms) of Successful ones, median new resolver connections, and the share whose first query went on an
+    open connection; then warm minus cold of the medians where a session mode has both."""
+    labels, modes = settings.labels, session_modes(visits)
+    mode_of = visits["browser_session"].astype(str) + " " + visits["resolver_connection"].astype(str)
+    rows = []
+    for network in _networks(visits):
+        sub = visits[(visits["network"] == network) & visits["counted"].fillna(False).astype(bool)]
+        for resolver, protocol in configurations(visits):
+            mine = sub[(sub["resolver"] == resolver) & (sub["protocol"] == protocol)]
+            if mine.empty:
+                continue
+            row: dict[str, object] = {
+                "network": labels.network(network),
+                "resolver": labels.resolver(resolver),
+                "protocol": labels.protocol(protocol),
+            }
+            medians = {}
+            for mode in modes:
+                here = mine[mode_of[mine.index] == mode]
+                ok = here[here["error_class"] == "Successful"]
+                medians[mode] = float(ok["on_load_ms"].median()) if len(ok) else float("nan")
+                row[f"{mode} visits"] = len(here)
+                row[f"{mode} median onLoad ms"] = round(medians[mode], 1)
+                row[f"{mode} handshakes"] = float(here["resolver_handshakes"].median()) if len(here) else float("nan")
+                opened = here["first_query_open"].dropna()
+                row[f"{mode} first query open %"] = (
+                    round(_pct(int(opened.sum()), len(opened)), 1) if len(opened) else float("nan")
+                )
+            for session in ("fresh", "reused"):
+                if f"{session} warm" in medians and f"{session} cold" in medians:
+                    row[f"{session}: warm - cold ms"] = round(
+                        medians[f"{session} warm"] - medians[f"{session} cold"], 1
+                    )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def success_differences(
     visits: pd.DataFrame, settings: AnalysisSettings, adjustment: str | None = None
 ) -> pd.DataFrame:

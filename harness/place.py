@@ -107,6 +107,13 @@ class ClientSide:
     def _write_resolv_conf(self, text: str) -> None:
         etc = netns.ETC_NETNS / self.namespace
         etc.mkdir(parents=True, exist_ok=True)
+        if (etc / "resolv.conf").is_file():
+            # In place: a browser serving many visits sees the file `ip netns exec` bind-mounted at its start,
+            # this inode, and glibc reads it again when its mtime changes; a renamed new file it would never see.
+            with open(etc / "resolv.conf", "r+") as f:
+                f.write(text)
+                f.truncate()
+            return
         tmp = etc / "resolv.conf.tmp"
         tmp.write_text(text)
         tmp.replace(etc / "resolv.conf")

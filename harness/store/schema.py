@@ -79,6 +79,12 @@ ADDED_COLUMNS = [
     # Where the visit or timing ran: a study's vantage point, "" for a single-host study.
     ("visits", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
     ("timings", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
+    # How the visit's browser and resolver connection were (issue 30): a store from before had fresh, cold.
+    ("visits", "browser_session", "TEXT NOT NULL DEFAULT 'fresh'"),
+    ("visits", "session_ordinal", "INTEGER"),
+    ("visits", "resolver_connection", "TEXT NOT NULL DEFAULT 'cold'"),
+    ("visits", "resolver_handshakes", "INTEGER"),
+    ("visits", "first_query_open", "INTEGER"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]
