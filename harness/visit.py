@@ -78,6 +78,10 @@ class VisitResult:
     # The place's faults this visit met (harness/lab/faults.py), by name: all at its resolver, on its protocol
     # or on its certificate. A crawl runs beside no fault but those its study declares.
     faults: list[str] = field(default_factory=list)
+    # On a web replayed from an archive (docs/replay.md): requests the archive could not answer, and those
+    # answered with a recorded query string that differed. None: the place served no archive.
+    replay_misses: int | None = None
+    replay_fuzzy: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,6 +102,7 @@ class _Observed:
     after: dict[str, int] | None = None
     packets: dict[str, int] = field(default_factory=dict)
     place_problem: str | None = None  # a daemon of the place died during the visit
+    replay: dict[str, int] | None = None  # a replayed web's misses and fuzzy matches during the load
     authentication_failed: bool = False  # the arm's own report: the resolver's certificate did not verify
     faults: list[str] = field(default_factory=list)  # the place's faults the visit met
 
@@ -214,8 +219,10 @@ class Visitor:
             seen.place_problem = _place_problem(self.place) or str(exc)
             return seen
         arm.begin_visit()
+        loading = time.time()
         with _DaemonWatch(self.place) as watch:
             seen.report = self._load(url, arm)
+        seen.replay = self.place.replay_events(loading, time.time())
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None
@@ -305,6 +312,8 @@ class Visitor:
             link=seen.link,
             browser_dns=self._browser_dns_record(report.prefs),
             faults=seen.faults,
+            replay_misses=seen.replay["miss"] if seen.replay else None,
+            replay_fuzzy=seen.replay["fuzzy"] if seen.replay else None,
             **_paint_metrics(report.paint, outcome),
         )
 

@@ -270,3 +270,59 @@ def test_replay_server_answers_and_logs(replay_server, http2):
         assert missing.status_code == 404
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [(e["kind"], e["target"]) for e in events] == [("fuzzy", "/a.png?v=1&k=9"), ("miss", "/nothing")]
+
+
+def test_visits_carry_replay_misses_into_the_store_and_the_report(tmp_path):
+    import sqlite3
+
+    from analysis.replay import replay_table
+    from analysis.report import analyze
+    from analysis.results import load
+    from tests.synthetic import make_store, ok
+
+    path = make_store(tmp_path / "s.sqlite", lambda n, r, i, res, p: ok(1000.0 + i), sites=4)
+    with sqlite3.connect(path) as db:  # site0: 3 misses a visit, site1: 1 (not past 1.0), the others none
+        db.execute(
+            "UPDATE visits SET replay_misses = CASE site WHEN 'site0.test' THEN 3 WHEN 'site1.test' THEN 1 "
+            "ELSE 0 END, replay_fuzzy = 2"
+        )
+    visits = load(path).visits
+    table = replay_table(visits, 1.0)
+    assert list(table["site"][:2]) == ["site0.test", "site1.test"]
+    assert list(table["flagged"]) == [True, False, False, False]
+    assert table.iloc[0]["misses_per_visit"] == 3 and table.iloc[0]["fuzzy"] == 4  # two configurations
+    report = analyze([path], tmp_path / "out")
+    text = report.html.read_text()
+    assert "1 site passed the threshold" in text and "site0.test" in text
+    assert (tmp_path / "out" / "tables" / "replay-misses.csv").exists()
+    # A store whose visits met no replayed web has no replay section.
+    plain = make_store(tmp_path / "p.sqlite", lambda n, r, i, res, p: ok(1000.0 + i), sites=4)
+    assert "<h2>Replay</h2>" not in analyze([plain], tmp_path / "plain").html.read_text()
+    with sqlite3.connect(plain) as db:  # a visit whose record has no replay counts stores NULL
+        assert db.execute("SELECT COUNT(*) FROM visits WHERE replay_misses IS NOT NULL").fetchone()[0] == 0
+
+
+def test_store_writes_a_visits_replay_counts(tmp_path):
+    from harness.plan import make_plan
+    from harness.sitelist import Site
+    from harness.store import Store
+
+    store = Store(tmp_path / "s.sqlite")
+    plan = list(make_plan([Site("a.test", 1, "top")], 1, ["wired"], [("near", "do53")], seed=1))
+    store.add_study("s", "s", 1, {"study": {}}, plan)
+    record = {
+        "visit_id": "v1",
+        "started_at": "2026-01-01T00:00:00Z",
+        "error_class": "Successful",
+        "detail": "",
+        "paper_2019": "Successful",
+        "counted": True,
+        "on_load_ms": 900.0,
+        "har_path": None,
+        "replay_misses": 5,
+        "replay_fuzzy": 7,
+    }
+    store.complete("s", plan[0], record)
+    row = store.db.execute("SELECT replay_misses, replay_fuzzy FROM visits").fetchone()
+    store.close()
+    assert tuple(row) == (5, 7)

@@ -102,6 +102,7 @@ def test_replayed_pages_match_the_originals(lab, replay_lab, tmp_path, protocol)
         b = replayed.visit_once(f"https://{site}/", protocol, "near")
         assert (a.error_class, b.error_class) == ("Successful", "Successful"), (a.detail, b.detail)
         assert b.proof["valid"], b.proof  # the replayed visit proves its transport like any other
+        assert (a.replay_misses, b.replay_misses) == (None, 0)  # counted on a replayed web only
         assert a.har_path and b.har_path
         differences = page_differences(
             summarise_har(read_har(Path(a.har_path))), summarise_har(read_har(Path(b.har_path)))
@@ -109,6 +110,15 @@ def test_replayed_pages_match_the_originals(lab, replay_lab, tmp_path, protocol)
         assert differences == [], f"{site}: {differences}"
         misses = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
         assert [m for m in misses if m["time"] >= before] == []
+
+
+def test_a_visit_counts_its_misses(replay_lab, tmp_path):
+    """A page the archive does not hold is a miss the visit records (never a crash)."""
+    visitor = Visitor(replay_lab, tmp_path, timeout=30.0, margin=10.0)
+    result = visitor.visit_once(f"https://{SITES[0]}/not-recorded?x=1", "do53", "near")
+    assert result.replay_misses is not None and result.replay_misses >= 1, result
+    fuzzy = visitor.visit_once(f"https://{SITES[0]}/?not=recorded", "do53", "near")
+    assert fuzzy.error_class == "Successful" and fuzzy.replay_fuzzy == 1 and fuzzy.replay_misses == 0, fuzzy
 
 
 def test_lab_up_refuses_a_broken_archive_in_one_line(private_lab, recorded, tmp_path):

@@ -27,7 +27,7 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
 from harness.lab.nginx import nginx_config
 from harness.lab.pageshape import load_page_shape
-from harness.lab.replayweb import ReplayWeb
+from harness.lab.replayweb import ReplayWeb, count_events, events_log
 from harness.lab.servers import DNSPROXY, Endpoint, LabServers
 from harness.lab.state import LabStatus, lab_status, load_daemons, save_state
 from harness.lab.unbound import DOH3_PORT, DOQ_PORT
@@ -226,6 +226,12 @@ class Lab(Place):
             return project_path(self.config.settings.web.archive)
         marker = self.run_dir / ARCHIVE_MARKER
         return Path(marker.read_text().strip()) if marker.exists() else None
+
+    def replay_events(self, since: float, until: float) -> dict[str, int] | None:
+        """The replay server's misses and fuzzy matches between two Unix times (None: no archive served)."""
+        if self.archive_dir is None:
+            return None
+        return count_events(events_log(self.run_dir), since, until)
 
     def replay_web(self) -> ReplayWeb | None:
         """The archive's web as placed in this lab, if it replays one."""

@@ -105,3 +105,19 @@ class ReplayWeb:
 def events_log(run: Path) -> Path:
     """Where the replay server writes its misses and fuzzy matches (one JSON line each)."""
     return run / "logs" / "replay-events.jsonl"
+
+
+def count_events(log: Path, since: float, until: float) -> dict[str, int]:
+    """Misses and fuzzy matches the replay server logged between two Unix times."""
+    counts = {"miss": 0, "fuzzy": 0}
+    if not log.exists():
+        return counts
+    with log.open() as f:
+        for line in f:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed server: not an event
+            if since <= event.get("time", 0) <= until and event.get("kind") in counts:
+                counts[event["kind"]] += 1
+    return counts

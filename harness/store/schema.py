@@ -79,6 +79,9 @@ ADDED_COLUMNS = [
     # Where the visit or timing ran: a study's vantage point, "" for a single-host study.
     ("visits", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
     ("timings", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
+    # A visit to a web replayed from an archive (docs/replay.md): its misses and fuzzy matches; NULL elsewhere.
+    ("visits", "replay_misses", "INTEGER"),
+    ("visits", "replay_fuzzy", "INTEGER"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]

@@ -180,7 +180,8 @@ class StoreWriter:
             "UPDATE visits SET status = 'done', attempts = :attempts, visit_id = :visit_id, "
             "started_at = :started_at, error_class = :error_class, detail = :detail, paper_2019 = :paper_2019, "
             "counted = :counted, on_load_ms = :on_load_ms, har_path = :har_path, record = :record, "
-            "fcp_ms = :fcp_ms, lcp_ms = :lcp_ms, dcl_ms = :dcl_ms "
+            "fcp_ms = :fcp_ms, lcp_ms = :lcp_ms, dcl_ms = :dcl_ms, "
+            "replay_misses = :replay_misses, replay_fuzzy = :replay_fuzzy "
             "WHERE study_id = :study_id AND ordinal = :ordinal AND status = 'planned'",
             {
                 "attempts": completed.attempts,
@@ -197,6 +198,8 @@ class StoreWriter:
                 "lcp_ms": record.get("lcp_ms"),
                 # DOMContentLoaded counts as a load metric of Successful visits only, like onLoad.
                 "dcl_ms": record.get("on_content_load_ms") if record["on_load_ms"] is not None else None,
+                "replay_misses": record.get("replay_misses"),
+                "replay_fuzzy": record.get("replay_fuzzy"),
                 "study_id": study_id,
                 "ordinal": completed.visit.ordinal,
             },
