@@ -77,6 +77,13 @@ def _onloads(original, replayed, sites: list[str], visits: int) -> dict[str, tup
     return out
 
 
+def _print_onloads(onloads: dict[str, tuple[list[float], list[float]]]) -> None:
+    print(f"{'page':<16}{'original':>10}{'replayed':>10}{'ratio':>8}{'visits':>8}")
+    for site, (a, b) in onloads.items():
+        ma, mb = statistics.median(a), statistics.median(b)
+        print(f"{site:<16}{ma:>10.0f}{mb:>10.0f}{mb / ma:>8.3f}{len(a):>5}/{len(b)}", flush=True)
+
+
 def _replay_lab(args: argparse.Namespace, archive: Path, wait: bool):
     from harness.lab.config import load_lab_config
     from harness.lab.lab import Lab
@@ -117,15 +124,19 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             archive = Path(tmp) / "archive"
             for record in record_sites(original, sites, archive):
-                print(f"recorded {record.site}: {len(record.exchanges)} requests, {record.body_bytes:,} bytes")
+                waits = [e.wait_ms for e in record.exchanges]
+                print(
+                    f"recorded {record.site}: {len(record.exchanges)} requests, {record.body_bytes:,} bytes, "
+                    f"recorded wait median {statistics.median(waits):.1f} ms, total {sum(waits):.0f} ms",
+                    flush=True,
+                )
             replayed = _replay_lab(args, archive, wait=True)
             print("\nonLoad, ms (median of visits; do53, near; recorded waits replayed)")
-            print(f"{'page':<16}{'original':>10}{'replayed':>10}{'ratio':>8}{'visits':>8}")
-            for site, (a, b) in _onloads(original, replayed, sites, args.visits).items():
-                ma, mb = statistics.median(a), statistics.median(b)
-                print(f"{site:<16}{ma:>10.0f}{mb:>10.0f}{mb / ma:>8.3f}{len(a):>5}/{len(b)}")
+            _print_onloads(_onloads(original, replayed, sites, args.visits))
             replayed.down()
             replayed = _replay_lab(args, archive, wait=False)
+            print("\nonLoad, ms (the same, recorded waits not replayed)")
+            _print_onloads(_onloads(original, replayed, sites, args.visits))
             urls = _objects(archive)
             nginx, replay = [], []
             for _ in range(2):  # alternate the labs: machine noise falls on both

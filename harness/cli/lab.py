@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -111,7 +112,8 @@ def lab_up(profile: str, prefix: str | None, subnet: str | None, check: bool, we
     """Bring the lab up (a no-op if it is already up)."""
     from harness.lab.lab import Lab
 
-    the_lab = Lab(lab_config(profile, prefix, subnet).with_overrides(web_archive=web_archive))
+    archive = str(Path(web_archive).resolve()) if web_archive else None  # the lab may read it from anywhere
+    the_lab = Lab(lab_config(profile, prefix, subnet).with_overrides(web_archive=archive))
     start = time.monotonic()
     if not the_lab.up():
         console.print(f"lab {the_lab.name} is already up; nothing to do")

@@ -35,6 +35,7 @@ from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT
 from harness.place import ClientSide, Place, Resolver
 from harness.replay.archive import DnsAnswer, Exchange, SiteRecord, write_site
+from harness.replay.waits import measure_waits
 
 MITMDUMP = PROJECT_ROOT / "build" / "mitmproxy-venv" / "bin" / "mitmdump"
 ADDON = Path(__file__).resolve().with_name("mitm_addon.py")
@@ -192,6 +193,8 @@ def _record_one(
         raise HarnessError(f"{url}: nothing was recorded ({load.driver_failure or load.message or 'no response'})")
     hosts = sorted({e.host for e in exchanges})
     dns_answers = {h: resolve(client.namespace, resolver.address, h) for h in hosts}
+    ca = client.ca_file if client.browser_trusts_ca else None
+    exchanges = measure_waits(client.namespace, exchanges, dns_answers, ca)
     name = site.split("://")[-1].strip("/")
     record = SiteRecord(name, url, "recorded", exchanges, dns_answers)
     write_site(out, record)
