@@ -18,6 +18,7 @@ from analysis.bytecost import DEFAULT_MODEL, load_sizes
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
 from analysis.metrics import Metric, file_stem
 from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
+from analysis.replay import replay_table, replayed
 from analysis.results import Results, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, AnalysisSettings, load_settings
 from analysis.significance import ADJUSTMENT_NAMES, ADJUSTMENTS, HOLM
@@ -83,6 +84,8 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
     if not visits.empty:
         sections.append(_protocols(report, results, settings))
         sections.append(_outcomes(report, visits, settings))
+        if not replayed(visits).empty:
+            sections.append(_replay(report, visits, settings))
         if visits["vantage_point"].nunique() > 1:
             sections.append(_vantage_points(report, results, networks, settings))
         if len(tables.session_modes(visits)) > 1:
@@ -241,6 +244,28 @@ def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) 
         f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f", formatters=formats)
     )
     return "\n".join(parts)
+
+
+def _replay(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
+    """Misses and fuzzy matches per site of visits to a replayed web; the sites past the threshold named."""
+    threshold = settings.replay.misses_per_visit
+    frame = replay_table(visits, threshold)
+    caption = (
+        "Replayed web: requests the archive could not answer (misses) and answered with another query string "
+        f"(fuzzy), per site; flagged: more than {threshold:g} misses per visit"
+    )
+    report.tables += tables.write_table(frame, report.out / "tables" / "replay-misses", caption)
+    flagged = [str(s) for s in frame.loc[frame["flagged"], "site"]]
+    verdict = (
+        f"<p class='warning'>{len(flagged)} site{'s' if len(flagged) != 1 else ''} passed the threshold, their "
+        f"replayed pages differ from the recorded ones: {html.escape(', '.join(flagged))}</p>"
+        if flagged
+        else f"<p>No site passed {threshold:g} misses per visit.</p>"
+    )
+    return (
+        f"<h2>Replay</h2>{verdict}<details><summary>{html.escape(caption)}</summary>"
+        f"{frame.to_html(index=False, float_format='%.2f')}</details>"
+    )
 
 
 def _coverage(report: Report, results: Results, settings: AnalysisSettings) -> str:

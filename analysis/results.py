@@ -47,6 +47,8 @@ VISIT_COLUMNS = [
     "resolver_connection",
     "resolver_handshakes",
     "first_query_open",
+    "replay_misses",
+    "replay_fuzzy",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
@@ -60,7 +62,11 @@ OPTIONAL_VISIT_COLUMNS = (
     "resolver_connection",
     "resolver_handshakes",
     "first_query_open",
+    "replay_misses",
+    "replay_fuzzy",
 )
+#: Counts that are NULL on most webs (a replayed web's misses, docs/replay.md), read as floats like the metrics.
+COUNT_COLUMNS = ("replay_misses", "replay_fuzzy")
 #: What an optional column reads as in a store without it (NaN unless named here): "" is the one host; a
 #: store from before browser sessions and resolver connections were chosen had fresh browsers, cold connections.
 ABSENT_AS = {"vantage_point": "", "browser_session": "fresh", "resolver_connection": "cold"}
@@ -165,7 +171,7 @@ def _read_visits(db: sqlite3.Connection, absent: list[str]) -> pd.DataFrame:
             if column in _CATEGORIES:
                 chunk[column] = chunk[column].astype("category")
         # A chunk whose column is all NULL comes back as object dtype: make every metric float, as one with values is.
-        for column in METRIC_COLUMNS:
+        for column in METRIC_COLUMNS + COUNT_COLUMNS:
             chunk[column] = chunk[column].astype("float64")
         chunks.append(chunk[VISIT_COLUMNS])
     if not chunks:

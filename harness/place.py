@@ -213,6 +213,11 @@ class Place(ABC):
         """The faults the place carries now, as its state records them (none where none can be applied)."""
         return []
 
+    def replay_events(self, since: float, until: float) -> dict[str, int] | None:
+        """The misses and fuzzy matches its web replayed between two Unix times ({"miss": n, "fuzzy": m}), or
+        None where the place replays no archive (docs/replay.md)."""
+        return None
+
     def faults_touching(self, resolver: str, protocol: str) -> list[str]:
         """The names of the faults a visit to ``resolver`` over ``protocol`` meets now (what its record keeps)."""
         return [f.name for f in self.active_faults() if f.touches(resolver, protocol)]

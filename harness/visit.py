@@ -91,6 +91,10 @@ class VisitResult:
     warm_up: str | None = None  # the warm-up query's failure, if it failed
     resolver_handshakes: int | None = None  # new connections to the resolver during the visit (TCP transports)
     first_query_open: bool | None = None  # the visit's first query went on a connection open before it
+    # On a web replayed from an archive (docs/replay.md): requests the archive could not answer, and those
+    # answered with a recorded query string that differed. None: the place served no archive.
+    replay_misses: int | None = None
+    replay_fuzzy: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,6 +115,7 @@ class _Observed:
     after: dict[str, int] | None = None
     packets: dict[str, int] = field(default_factory=dict)
     place_problem: str | None = None  # a daemon of the place died during the visit
+    replay: dict[str, int] | None = None  # a replayed web's misses and fuzzy matches during the load
     authentication_failed: bool = False  # the arm's own report: the resolver's certificate did not verify
     faults: list[str] = field(default_factory=list)  # the place's faults the visit met
     warm_up: str | None = None  # the warm-up query's failure (a warm connection), if it failed
@@ -252,8 +257,10 @@ class Visitor:
                 self.browser.stop()
             return seen
         arm.begin_visit()
+        loading = time.time()
         with _DaemonWatch(self.place) as watch:
             seen.report = self._load(url, arm, prepared).add_phases(seen.report.phases)
+        seen.replay = self.place.replay_events(loading, time.time())
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None
@@ -367,6 +374,8 @@ class Visitor:
             browser_dns=self._browser_dns_record(report.prefs),
             faults=seen.faults,
             **self._session_record(arm, seen),
+            replay_misses=seen.replay["miss"] if seen.replay else None,
+            replay_fuzzy=seen.replay["fuzzy"] if seen.replay else None,
             **_paint_metrics(report.paint, outcome),
         )
 

@@ -85,6 +85,9 @@ ADDED_COLUMNS = [
     ("visits", "resolver_connection", "TEXT NOT NULL DEFAULT 'cold'"),
     ("visits", "resolver_handshakes", "INTEGER"),
     ("visits", "first_query_open", "INTEGER"),
+    # A visit to a web replayed from an archive (docs/replay.md): its misses and fuzzy matches; NULL elsewhere.
+    ("visits", "replay_misses", "INTEGER"),
+    ("visits", "replay_fuzzy", "INTEGER"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]

@@ -182,7 +182,8 @@ class StoreWriter:
             "counted = :counted, on_load_ms = :on_load_ms, har_path = :har_path, record = :record, "
             "fcp_ms = :fcp_ms, lcp_ms = :lcp_ms, dcl_ms = :dcl_ms, browser_session = :browser_session, "
             "session_ordinal = :session_ordinal, resolver_connection = :resolver_connection, "
-            "resolver_handshakes = :resolver_handshakes, first_query_open = :first_query_open "
+            "resolver_handshakes = :resolver_handshakes, first_query_open = :first_query_open, "
+            "replay_misses = :replay_misses, replay_fuzzy = :replay_fuzzy "
             "WHERE study_id = :study_id AND ordinal = :ordinal AND status = 'planned'",
             {
                 "attempts": completed.attempts,
@@ -204,6 +205,8 @@ class StoreWriter:
                 "resolver_connection": record.get("resolver_connection", "cold"),
                 "resolver_handshakes": record.get("resolver_handshakes"),
                 "first_query_open": _flag(record.get("first_query_open")),
+                "replay_misses": record.get("replay_misses"),
+                "replay_fuzzy": record.get("replay_fuzzy"),
                 "study_id": study_id,
                 "ordinal": completed.visit.ordinal,
             },
