@@ -107,8 +107,9 @@ def units(keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     counted once by the sign test; where a grid reads one vantage point, it is the site at that vantage
     point. A unit's stratum, what it is resampled within, is the set of vantage points that measured it (with
     the other strata): sites each vantage point measured alone keep their number per vantage point, as
-    before, and sites every vantage point measured are drawn together."""
-    keys = keys[[*STRATA, "site"]].astype(str)
+    before, and sites every vantage point measured are drawn together. A stratum column ``keys`` lacks is
+    one stratum for all its rows."""
+    keys = keys.reindex(columns=[*STRATA, "site"], fill_value="").astype(str)
     unit_columns = [c for c in STRATA if c != POOLED] + ["site"]
     codes = keys.groupby(unit_columns, sort=False).ngroup().to_numpy()
     seen = keys.assign(unit=codes).drop_duplicates(["unit", POOLED]).sort_values(["unit", POOLED])

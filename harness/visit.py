@@ -374,8 +374,7 @@ class Visitor:
             browser_dns=self._browser_dns_record(report.prefs),
             faults=seen.faults,
             **self._session_record(arm, seen),
-            replay_misses=seen.replay["miss"] if seen.replay else None,
-            replay_fuzzy=seen.replay["fuzzy"] if seen.replay else None,
+            **_replay_counts(seen.replay),
             **_paint_metrics(report.paint, outcome),
         )
 
@@ -397,6 +396,11 @@ class Visitor:
         """The DNS preference profile, the values read back from the running browser, and any that differ."""
         differs = sorted(n for n, v in self.browser.dns_settings.items() if read and read.get(n) != v)
         return {"profile": self.browser.browser_dns, "values": read, "differs": differs}
+
+
+def _replay_counts(replay: dict[str, int] | None) -> dict:  # replay_misses, replay_fuzzy: int | None
+    """A replayed web's misses and fuzzy matches during the load (None where the place served no archive)."""
+    return {"replay_misses": replay["miss"] if replay else None, "replay_fuzzy": replay["fuzzy"] if replay else None}
 
 
 def _paint_metrics(paint: dict, outcome: Outcome) -> dict:  # fcp_ms, lcp_ms: float | None

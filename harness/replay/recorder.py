@@ -28,7 +28,7 @@ import dns.rdatatype
 from harness import netns
 from harness.accounts import helper, helper_dir
 from harness.arms import make_arm
-from harness.arms.base import DnsArm
+from harness.arms.base import BrowserDns, DnsArm
 from harness.browser.registry import make_browser
 from harness.daemons import Daemon, stop_all
 from harness.errors import HarnessError
@@ -43,24 +43,16 @@ START_WAIT = 20.0  # seconds for mitmdump to make its CA and listen
 
 
 class _Proxied:
-    """The arm as the browser sees it during a recording: its preferences, plus the proxy's.
+    """The arm as the browser sees it during a recording: its DNS setting, with the proxy's port added.
 
-    The browser asks an arm for nothing but its preferences (`Browser.start`), so this stands in for it.
+    The browser asks an arm for nothing but its `BrowserDns` (`Browser.start`), so this stands in for it.
     """
 
     def __init__(self, arm: DnsArm, port: int):
         self.arm, self.port = arm, port
 
-    def firefox_prefs(self) -> dict[str, bool | int | str]:
-        proxy: dict[str, bool | int | str] = {
-            "network.proxy.type": 1,
-            "network.proxy.http": "127.0.0.1",
-            "network.proxy.http_port": self.port,
-            "network.proxy.ssl": "127.0.0.1",
-            "network.proxy.ssl_port": self.port,
-            "network.proxy.no_proxies_on": "",
-        }
-        return {**self.arm.firefox_prefs(), **proxy}
+    def browser_dns(self) -> BrowserDns:
+        return replace(self.arm.browser_dns(), proxy_port=self.port)
 
 
 class RecordingProxy:
