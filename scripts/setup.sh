@@ -119,14 +119,16 @@ step_accounts() {
   fi
 }
 
-# Python: a project-local virtual environment from the one lock (requirements.txt only,
-# so that an image caches it apart from the source)...
+# Python: a project-local virtual environment from the one lock (requirements*.txt only,
+# so that an image caches it apart from the source): its development half, which includes
+# the run-time half, unless DNSSTUDY_REQUIREMENTS names another (the image: requirements.txt)...
 step_venv() {
+  local lock="${DNSSTUDY_REQUIREMENTS:-requirements-dev.txt}"
   if [ ! -x .venv/bin/python ]; then
     log "creating .venv"
     /usr/bin/python3 -m venv .venv
   fi
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$lock"
 }
 
 # mitmproxy for 'dnsstudy record', in an environment of its own: its pins clash with ours
