@@ -345,22 +345,42 @@ def _cmdline(pid: int) -> str:
 
 def main() -> None:
     from benchmarks.benchlab import add_lab_arguments, fresh_lab
+    from benchmarks.chaos_fleet import run_fleet_chaos
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--visits", type=int, default=300)
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--gap", type=float, nargs=2, default=(2.0, 12.0), help="seconds between faults (range)")
+    parser.add_argument(
+        "--mode",
+        choices=["fleet", "crawl"],
+        default="fleet",
+        help="fleet: broker, coordinator and a worker (benchmarks/chaos_fleet.py); crawl: one `dnsstudy crawl`",
+    )
+    parser.add_argument("--gap", type=float, nargs=2, default=None, help="seconds between faults (range)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dnsstudy-chaos"))
     add_lab_arguments(parser)
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
+    # Stopped (a background job ignores SIGINT): the lab, the broker, the tmpfs and held faults are cleaned up.
+    # Only in this process: a child forked by pyroute2 inherits the handler and is stopped with SIGTERM; raising
+    # there would unwind the parent's stack in the child (its cleanup, the tmpfs unmounted).
+    owner = os.getpid()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143) if os.getpid() == owner else os._exit(143))
+    work = args.work / f"{args.mode}-seed{args.seed}-{datetime.now():%Y%m%dT%H%M%S}"
+    work.mkdir(parents=True)
+    print(f"work directory {work}", flush=True)
     lab = fresh_lab(args)
+    report: Any
     try:
-        report = Chaos(lab, args.work, args.visits, args.faults, args.seed, tuple(args.gap)).run()
+        if args.mode == "fleet":
+            gap = tuple(args.gap or (6.0, 20.0))
+            report = run_fleet_chaos(lab, work, args.visits, args.faults, args.seed, gap)
+        else:
+            report = Chaos(lab, work, args.visits, args.faults, args.seed, tuple(args.gap or (2.0, 12.0))).run()
     finally:
         lab.down()
     report.checks.update(check_lab_gone(lab))
+    print(f"seed {args.seed}, {datetime.now():%Y-%m-%d}")
     print("\n".join(report.lines()))
     sys.exit(0 if report.passed else 1)
 
