@@ -1,13 +1,20 @@
-"""Chaos: a lab crawl under random faults, resumed after each one that stops it, then checked.
+"""Chaos: a lab study under random faults, resumed after each one that stops a part, then checked.
 
-Faults, at random moments from a seeded RNG: SIGKILL of the crawl, of Firefox, geckodriver or Stubby in
-the client namespace, of a 4G delayer (user-space shaping); SIGSTOP then SIGCONT of resolver-near; the
-results directory's disk (a tmpfs of its own) filled, then freed. After a fault that stops the crawl it
-runs again with the same command. At the end: every planned visit recorded once, no counted failure
-during a fault (a failure the harness caused, blamed on a protocol), no orphan HAR or .part, nothing left
-running in the client namespace, and after `lab down` no namespace and no process of the lab.
+Two modes. `--mode fleet` (the default; benchmarks/chaos_fleet.py): the study runs through the
+distributed path, `dnsstudy broker up`, `coordinate` and one `worker` on the lab, under faults of nine
+kinds (worker, browser, stub, resolver, authoritative, broker, coordinator, disk full, clock step), and
+the run ends with a table per kind: injected, visits touched, retried, lost, recorded twice,
+misattributed (benchmarks/chaos_table.py), printed and written to chaos.json in the work directory.
 
-    .venv/bin/python -m benchmarks.chaos --visits 300 --faults 100 --seed 1
+`--mode crawl` (below): one `dnsstudy crawl` under SIGKILL of the crawl, of Firefox, geckodriver or
+Stubby in the client namespace, of a 4G delayer (user-space shaping); SIGSTOP then SIGCONT of
+resolver-near; the results directory's disk (a tmpfs of its own) filled, then freed. After a fault that
+stops the crawl it runs again with the same command. At the end: every planned visit recorded once, no
+counted failure during a fault (a failure the harness caused, blamed on a protocol), no orphan HAR or
+.part, nothing left running in the client namespace, and after `lab down` no namespace and no process
+of the lab.
+
+    .venv/bin/python -m benchmarks.chaos --visits 300 --faults 100 --seed 1 --prefix P --subnet S
 """
 
 from __future__ import annotations
