@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -350,6 +351,17 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def stop(owner: int, mode: str, *_: object) -> None:
+    """SIGTERM: a fleet run stops soon and tabulates what it saw; a crawl run cleans up and exits."""
+    from benchmarks.chaos_fleet import STOP
+
+    if os.getpid() != owner:
+        os._exit(143)
+    if mode != "fleet":
+        sys.exit(143)
+    STOP.set()
+
+
 def main() -> None:
     from benchmarks.benchlab import add_lab_arguments, fresh_lab
     from benchmarks.chaos_fleet import run_fleet_chaos
@@ -372,7 +384,7 @@ def main() -> None:
     # Only in this process: a child forked by pyroute2 inherits the handler and is stopped with SIGTERM; raising
     # there would unwind the parent's stack in the child (its cleanup, the tmpfs unmounted).
     owner = os.getpid()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143) if os.getpid() == owner else os._exit(143))
+    signal.signal(signal.SIGTERM, partial(stop, owner, args.mode))
     work = args.work / f"{args.mode}-seed{args.seed}-{datetime.now():%Y%m%dT%H%M%S}"
     work.mkdir(parents=True)
     print(f"work directory {work}", flush=True)

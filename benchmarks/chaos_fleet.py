@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -76,6 +77,13 @@ enabled = false
 """
 
 
+#: Set by SIGTERM (benchmarks/chaos.py): no fault more; once every visit a fault touched is recorded (or 3 min
+#: passed) the run stops and tabulates what it saw. A flag, not an exception: raised at a random point of the
+#: loop (inside Popen, a lab's `up`) an exception left it blocked.
+STOP = threading.Event()
+STOP_GRACE_S = 180.0
+
+
 @dataclass
 class Injected:
     """One fault: its kind, what it hit, and the true (unstepped) times it acted between."""
@@ -105,6 +113,23 @@ class FleetRun:
     exits: dict[str, list[int]] = field(default_factory=dict)  # part -> exit statuses
     lab_restarts: int = 0
     seconds: float = 0.0
+    store: Path | None = None
+    stopped: bool = False  # stopped before the coordinator said done (SIGTERM)
+
+    def visits_done(self) -> list[int]:
+        """The ordinals the store holds as done now (for the progress lines)."""
+        import sqlite3
+
+        if self.store is None:
+            return []
+        try:
+            db = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, timeout=1)
+            try:
+                return [o for (o,) in db.execute("SELECT ordinal FROM visits WHERE status = 'done'")]
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return []
 
 
 def write_fleet_study(directory: Path, visits: int, seed: int) -> Path:
@@ -126,7 +151,7 @@ class Fleet:
         self.broker = RedisService(name=f"{lab.config.prefix}-chaos", port=port)
         self.clock = SteppedClock(work / "clock")
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.run = FleetRun()
+        self.run = FleetRun(store=self.store)
 
     def env(self) -> dict[str, str]:
         """The worker's and coordinator's environment: the checkout, the stepped clock, the broker's URL."""
@@ -243,9 +268,15 @@ class Chaos:
         fleet.start("worker")
         fleet.start("coordinator")
         next_at = time.monotonic() + self.rng.uniform(*self.gap)
+        stop_by: float | None = None
         while True:
             fleet.watch()
             if self._tend():
+                return
+            if STOP.is_set() and stop_by is None:
+                self.wanted, stop_by = len(fleet.run.faults), time.monotonic() + STOP_GRACE_S
+            if stop_by is not None and self.undo is None and (time.monotonic() > stop_by or self._touched_done()):
+                fleet.run.stopped = True
                 return
             if self.undo is not None and time.monotonic() >= self.undo[0]:
                 self._end_held()
@@ -256,6 +287,16 @@ class Chaos:
             if time.monotonic() - began > limit_s:
                 raise SystemExit(f"not done within {limit_s:.0f} s: see {fleet.work}")
             time.sleep(0.5)
+
+    def _touched_done(self) -> bool:
+        """True if every visit held during a fault is recorded (a run stopped early loses none of them)."""
+        touched = {
+            h.ordinal
+            for h in self.fleet.run.holdings.values()
+            for f in self.fleet.run.faults
+            if h.first <= (f.end or time.time()) and h.last >= f.start
+        }
+        return touched <= set(self.fleet.run.visits_done())
 
     def _tend(self) -> bool:
         """Start again whatever stopped; True once the coordinator says the study is done."""
@@ -306,6 +347,8 @@ class Chaos:
         else:
             hold = self._held_fault(fault)
         self.fleet.run.faults.append(fault)
+        done = len(self.fleet.run.visits_done()) if self.fleet.store.exists() else 0
+        print(f"fault {len(self.fleet.run.faults)}: {kind}, {fault.target}; {done} visits done", flush=True)
         if hold is None:
             fault.end = time.time()
         else:
@@ -406,6 +449,7 @@ class FleetReport:
     rows: list[Any]
     checks: dict[str, str]
     planned: int
+    done: int = 0
 
     @property
     def passed(self) -> bool:
@@ -414,11 +458,14 @@ class FleetReport:
     def lines(self) -> list[str]:
         from benchmarks.chaos_table import render
 
-        rate = self.planned / self.run.seconds * 3600 if self.run.seconds else 0.0
+        done = self.planned if not self.run.stopped else self.done
+        rate = done / self.run.seconds * 3600 if self.run.seconds else 0.0
         exits = "; ".join(f"{p} {Counter(c).most_common()}" for p, c in sorted(self.run.exits.items()))
         return [
             render(self.rows),
-            f"visits planned {self.planned}; wall {self.run.seconds / 60:.1f} min, {rate:.0f} visits/h",
+            f"visits planned {self.planned}, done {done}"
+            + (" (stopped before the end)" if self.run.stopped else "")
+            + f"; wall {self.run.seconds / 60:.1f} min, {rate:.0f} visits/h",
             f"exits (status, times): {exits}; lab brought up again {self.run.lab_restarts} times",
             *(f"check {name}: {verdict}" for name, verdict in self.checks.items()),
         ]
@@ -443,8 +490,9 @@ def run_fleet_chaos(lab: Any, work: Path, visits: int, faults: int, seed: int, g
         fleet.run.seconds = time.monotonic() - began
         fleet.stop()
         view = read_store(fleet.store)
-        rows = table(fleet.run, view, (work / "worker.log").read_text())
-        report = FleetReport(fleet.run, rows, checks(rows, view, faults), planned)
+        rows = table(fleet.run, view, (work / "worker.log").read_text(), finished=not fleet.run.stopped)
+        done = sum(1 for n in view.done.values() if n)
+        report = FleetReport(fleet.run, rows, checks(rows, view, faults), planned, done)
         left = [f"{p} {_comm(p)}" for p in netns.pids_in(lab.config.namespaces["client"])]
         report.checks["nothing left in the client namespace"] = "ok" if not left else ", ".join(left)
         (work / "chaos.json").write_text(
@@ -456,6 +504,8 @@ def run_fleet_chaos(lab: Any, work: Path, visits: int, faults: int, seed: int, g
                     "table": as_json(rows),
                     "checks": report.checks,
                     "seconds": round(fleet.run.seconds),
+                    "stopped_early": fleet.run.stopped,
+                    "visits_done": sum(1 for n in view.done.values() if n),
                     "exits": fleet.run.exits,
                     "lab_restarts": fleet.run.lab_restarts,
                 },

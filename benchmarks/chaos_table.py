@@ -84,8 +84,11 @@ def runs_per_visit(worker_log: str) -> Counter[int]:
     return Counter(int(m) for m in re.findall(r"^visit (\d+): ", worker_log, flags=re.MULTILINE))
 
 
-def table(run: FleetRun, view: StoreView, worker_log: str) -> list[Row]:
-    """A row per kind of fault, then the "all" row over the whole run."""
+def table(run: FleetRun, view: StoreView, worker_log: str, finished: bool = True) -> list[Row]:
+    """A row per kind of fault, then the "all" row over the whole run.
+
+    A run stopped before the end (``finished`` False) counts as lost only touched visits not recorded: the
+    visits it never reached are not lost, and are reported apart (`visits_done`)."""
     deliveries = Counter(h.ordinal for h in run.holdings.values())
     runs = runs_per_visit(worker_log)
 
@@ -105,7 +108,8 @@ def table(run: FleetRun, view: StoreView, worker_log: str) -> list[Row]:
         every |= touched
         rows.append(figures(Row(kind, injected=len(faults)), touched))
     total = figures(Row("all", injected=len(run.faults)), every)
-    total.lost = len(view.planned - set(view.done))
+    if finished:
+        total.lost = len(view.planned - {v for v, n in view.done.items() if n})
     total.twice += len(view.stray_hars)
     total.misattributed = len(view.failures)
     return [*rows, total]

@@ -149,3 +149,13 @@ def test_a_fleet_run_of_at_least_one_fault_per_kind_injects_every_kind():
     assert sorted(f.kind for f in seen) == sorted(FLEET_KINDS)
     long_run = [Injected("worker", "-", 0.0, 0.0)] * 10  # 90 of 100 left: any kind
     assert {fleet_pick_kind(rng, long_run, 100) for _ in range(300)} == set(FLEET_KINDS)
+
+
+def test_a_run_stopped_before_the_end_counts_as_lost_only_the_touched_visits_it_never_recorded():
+    run = FleetRun(
+        faults=[Injected("coordinator", "-", 10.0, 10.0)],
+        holdings={"a": holding(1, "a", 9.0, 11.0), "b": holding(3, "b", 9.5, 12.0)},
+    )
+    partial = view(done=Counter({0: 1, 1: 1}))  # 2 never reached, 3 touched and never recorded
+    assert table(run, partial, "", finished=False)[-1].lost == 1
+    assert table(run, partial, "", finished=True)[-1].lost == 2
