@@ -254,6 +254,7 @@ class Chaos:
         self.fleet, self.wanted, self.rng, self.gap = fleet, wanted, random.Random(seed), gap
         self.undo: tuple[float, Callable[[], None], Injected] | None = None  # a held fault: when, how to end it
         self.restart_at: dict[str, float] = {}
+        self.held: tuple[float, Callable[[], None]] | None = None  # how long a stopped daemon stays stopped
 
     def crawl(self, limit_s: float) -> None:
         """Until the coordinator exits 0 (every visit recorded); SystemExit past ``limit_s``."""
@@ -341,9 +342,9 @@ class Chaos:
             fault.target = f"{_comm(pid)} pid {pid}"
             _signal(pid, signal.SIGKILL)
         elif kind in ("resolver", "authoritative"):
-            hold = self._daemon_fault(fault, "resolver-near" if kind == "resolver" else "auth")
-            if hold is None:
+            if not self._daemon_fault(fault, "resolver-near" if kind == "resolver" else "auth"):
                 return False
+            hold = self.held
         else:
             hold = self._held_fault(fault)
         self.fleet.run.faults.append(fault)
@@ -355,18 +356,21 @@ class Chaos:
             self.undo = (time.monotonic() + hold[0], hold[1], fault)
         return True
 
-    def _daemon_fault(self, fault: Injected, name: str) -> tuple[float, Callable[[], None]] | None:
-        """A lab daemon stopped (SIGSTOP, SIGCONT 1-15 s later) or killed, half and half."""
+    def _daemon_fault(self, fault: Injected, name: str) -> bool:
+        """A lab daemon stopped (SIGSTOP, SIGCONT 1-15 s later: `self.held`) or killed, half and half; False if it
+        does not run now. (A kill has nothing to end: it must still count as injected.)"""
+        self.held = None
         pid = self.fleet.daemon_pid(name)
         if pid is None or not _alive(pid):
-            return None
+            return False
         if self.rng.random() < 0.5:
             fault.target = f"{name} pid {pid} killed"
             _signal(pid, signal.SIGKILL)
-            return None
+            return True
         fault.target = f"{name} pid {pid} stopped"
         _signal(pid, signal.SIGSTOP)
-        return self.rng.uniform(1.0, 15.0), lambda: _signal(pid, signal.SIGCONT)
+        self.held = (self.rng.uniform(1.0, 15.0), lambda: _signal(pid, signal.SIGCONT))
+        return True
 
     def _held_fault(self, fault: Injected) -> tuple[float, Callable[[], None]]:
         """The broker killed, the results disk full, or the clock stepped; and how it ends."""

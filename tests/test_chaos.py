@@ -70,7 +70,7 @@ def test_the_last_faults_of_a_long_run_go_to_the_kinds_still_missing():
 @pytest.mark.lab
 def test_a_study_through_broker_coordinator_and_worker_under_every_kind_of_fault_loses_nothing(private_lab, tmp_path):
     lab = private_lab()
-    report = run_fleet_chaos(lab, tmp_path, visits=12, faults=len(FLEET_KINDS), seed=3, gap=(6.0, 12.0))
+    report = run_fleet_chaos(lab, tmp_path, visits=6, faults=len(FLEET_KINDS), seed=3, gap=(6.0, 12.0))
     lab.down()
     report.checks.update(check_lab_gone(lab))
     figures = "\n".join(report.lines())
@@ -159,3 +159,26 @@ def test_a_run_stopped_before_the_end_counts_as_lost_only_the_touched_visits_it_
     partial = view(done=Counter({0: 1, 1: 1}))  # 2 never reached, 3 touched and never recorded
     assert table(run, partial, "", finished=False)[-1].lost == 1
     assert table(run, partial, "", finished=True)[-1].lost == 2
+
+
+def test_a_killed_lab_daemon_counts_as_an_injected_fault(monkeypatch, tmp_path):
+    # The full run's first version drew a kill, sent it, and counted nothing (only stops, which have an end).
+    import subprocess
+    from types import SimpleNamespace
+
+    from benchmarks import chaos_fleet
+
+    daemon = subprocess.Popen(["sleep", "60"])
+    try:
+        fleet = SimpleNamespace(run=FleetRun(), store=tmp_path / "none.sqlite", daemon_pid=lambda name: daemon.pid)
+        chaos = chaos_fleet.Chaos(fleet, wanted=1, seed=0, gap=(1.0, 2.0))  # type: ignore[arg-type]
+        monkeypatch.setattr(chaos_fleet, "pick_kind", lambda *_: "resolver")
+        monkeypatch.setattr(chaos.rng, "random", lambda: 0.1)  # below 0.5: a kill
+        assert chaos._inject()
+        assert daemon.wait(timeout=10) == -9
+        [fault] = fleet.run.faults
+        assert fault.kind == "resolver" and fault.target.endswith("killed") and fault.end >= fault.start
+        assert chaos.undo is None  # nothing to end
+    finally:
+        daemon.kill()
+        daemon.wait()
