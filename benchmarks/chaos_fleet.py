@@ -102,6 +102,7 @@ class Holding:
     tag: str
     first: float
     last: float
+    deliveries: int = 1  # held again after a gap: put back (a killed worker's) and taken again, same tag
 
 
 @dataclass
@@ -152,6 +153,7 @@ class Fleet:
         self.clock = SteppedClock(work / "clock")
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.run = FleetRun(store=self.store)
+        self.held_last: set[str] = set()  # the tags held at the last look that answered
 
     def env(self) -> dict[str, str]:
         """The worker's and coordinator's environment: the checkout, the stepped clock, the broker's URL."""
@@ -219,17 +221,21 @@ class Fleet:
             client.close()
         except (redis.RedisError, OSError):
             return
+        now_held: set[str] = set()
         for tag, value in held.items():
             message = json.loads(value)[0]
             task_id = message["headers"]["id"]
             if ":visit:" not in task_id:
                 continue
             key = tag.decode() if isinstance(tag, bytes) else tag
+            now_held.add(key)
             known = self.run.holdings.get(key)
             if known is None:
                 self.run.holdings[key] = Holding(int(task_id.rsplit(":", 1)[1]), key, now, now)
             else:
+                known.deliveries += key not in self.held_last
                 known.last = now
+        self.held_last = now_held
 
     def daemon_pid(self, name: str) -> int | None:
         state = json.loads((Path(self.lab.run_dir) / "state.json").read_text())

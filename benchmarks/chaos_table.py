@@ -2,7 +2,8 @@
 
 - touched: a visit the worker held (taken from the broker, not yet acknowledged) at some moment between
   the fault's start and its end, that is in flight or started during the fault;
-- retried: a touched visit that ran more than once (handed out again, or run again by the worker) or
+- retried: a touched visit that ran more than once (held again after a gap or under another tag, or
+  finished more than once by the worker; a gap shorter than the half-second look is missed) or
   whose record carries retried harness failures (`attempts`);
 - lost: a touched visit the store does not hold as done at the end (the "all" row: any planned visit);
 - recorded twice: a touched visit with more than one done row or more than one HAR on disk (the "all"
@@ -89,7 +90,9 @@ def table(run: FleetRun, view: StoreView, worker_log: str, finished: bool = True
 
     A run stopped before the end (``finished`` False) counts as lost only touched visits not recorded: the
     visits it never reached are not lost, and are reported apart (`visits_done`)."""
-    deliveries = Counter(h.ordinal for h in run.holdings.values())
+    deliveries: Counter[int] = Counter()
+    for h in run.holdings.values():
+        deliveries[h.ordinal] += h.deliveries
     runs = runs_per_visit(worker_log)
 
     def figures(row: Row, visits: set[int]) -> Row:

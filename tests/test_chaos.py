@@ -182,3 +182,9 @@ def test_a_killed_lab_daemon_counts_as_an_injected_fault(monkeypatch, tmp_path):
     finally:
         daemon.kill()
         daemon.wait()
+
+
+def test_a_visit_put_back_and_taken_again_under_the_same_tag_counts_as_retried():
+    # A killed worker's visit goes back to its queue with its delivery tag: held, not held, held again.
+    run = FleetRun(faults=[Injected("worker", "-", 10.0, 10.0)], holdings={"a": Holding(0, "a", 5.0, 20.0, 2)})
+    assert table(run, view(), "visit 0: x\n")[0].retried == 1
