@@ -70,7 +70,7 @@ def test_the_last_faults_of_a_long_run_go_to_the_kinds_still_missing():
 @pytest.mark.lab
 def test_a_study_through_broker_coordinator_and_worker_under_every_kind_of_fault_loses_nothing(private_lab, tmp_path):
     lab = private_lab()
-    report = run_fleet_chaos(lab, tmp_path, visits=6, faults=len(FLEET_KINDS), seed=3, gap=(6.0, 12.0))
+    report = run_fleet_chaos(lab, tmp_path, visits=24, faults=len(FLEET_KINDS), seed=3, gap=(3.0, 6.0))
     lab.down()
     report.checks.update(check_lab_gone(lab))
     figures = "\n".join(report.lines())
