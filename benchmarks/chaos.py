@@ -364,7 +364,7 @@ def stop(owner: int, mode: str, *_: object) -> None:
 
 def main() -> None:
     from benchmarks.benchlab import add_lab_arguments, fresh_lab
-    from benchmarks.chaos_fleet import run_fleet_chaos
+    from benchmarks.chaos_run import run_fleet_chaos
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--visits", type=int, default=300)

@@ -21,8 +21,9 @@ from benchmarks.chaos import (
     pick_kind,
 )
 from benchmarks.chaos_fleet import KINDS as FLEET_KINDS
-from benchmarks.chaos_fleet import FleetRun, Holding, Injected, run_fleet_chaos
+from benchmarks.chaos_fleet import FleetRun, Holding, Injected
 from benchmarks.chaos_fleet import pick_kind as fleet_pick_kind
+from benchmarks.chaos_run import run_fleet_chaos
 from benchmarks.chaos_table import StoreView, checks, table
 
 
