@@ -1,13 +1,20 @@
-"""Chaos: a lab crawl under random faults, resumed after each one that stops it, then checked.
+"""Chaos: a lab study under random faults, resumed after each one that stops a part, then checked.
 
-Faults, at random moments from a seeded RNG: SIGKILL of the crawl, of Firefox, geckodriver or Stubby in
-the client namespace, of a 4G delayer (user-space shaping); SIGSTOP then SIGCONT of resolver-near; the
-results directory's disk (a tmpfs of its own) filled, then freed. After a fault that stops the crawl it
-runs again with the same command. At the end: every planned visit recorded once, no counted failure
-during a fault (a failure the harness caused, blamed on a protocol), no orphan HAR or .part, nothing left
-running in the client namespace, and after `lab down` no namespace and no process of the lab.
+Two modes. `--mode fleet` (the default; benchmarks/chaos_fleet.py): the study runs through the
+distributed path, `dnsstudy broker up`, `coordinate` and one `worker` on the lab, under faults of nine
+kinds (worker, browser, stub, resolver, authoritative, broker, coordinator, disk full, clock step), and
+the run ends with a table per kind: injected, visits touched, retried, lost, recorded twice,
+misattributed (benchmarks/chaos_table.py), printed and written to chaos.json in the work directory.
 
-    .venv/bin/python -m benchmarks.chaos --visits 300 --faults 100 --seed 1
+`--mode crawl` (below): one `dnsstudy crawl` under SIGKILL of the crawl, of Firefox, geckodriver or
+Stubby in the client namespace, of a 4G delayer (user-space shaping); SIGSTOP then SIGCONT of
+resolver-near; the results directory's disk (a tmpfs of its own) filled, then freed. After a fault that
+stops the crawl it runs again with the same command. At the end: every planned visit recorded once, no
+counted failure during a fault (a failure the harness caused, blamed on a protocol), no orphan HAR or
+.part, nothing left running in the client namespace, and after `lab down` no namespace and no process
+of the lab.
+
+    .venv/bin/python -m benchmarks.chaos --visits 300 --faults 100 --seed 1 --prefix P --subnet S
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -343,24 +351,55 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def stop(owner: int, mode: str, *_: object) -> None:
+    """SIGTERM: a fleet run stops soon and tabulates what it saw; a crawl run cleans up and exits."""
+    from benchmarks.chaos_fleet import STOP
+
+    if os.getpid() != owner:
+        os._exit(143)
+    if mode != "fleet":
+        sys.exit(143)
+    STOP.set()
+
+
 def main() -> None:
     from benchmarks.benchlab import add_lab_arguments, fresh_lab
+    from benchmarks.chaos_run import run_fleet_chaos
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--visits", type=int, default=300)
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--gap", type=float, nargs=2, default=(2.0, 12.0), help="seconds between faults (range)")
+    parser.add_argument(
+        "--mode",
+        choices=["fleet", "crawl"],
+        default="fleet",
+        help="fleet: broker, coordinator and a worker (benchmarks/chaos_fleet.py); crawl: one `dnsstudy crawl`",
+    )
+    parser.add_argument("--gap", type=float, nargs=2, default=None, help="seconds between faults (range)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dnsstudy-chaos"))
     add_lab_arguments(parser)
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
+    # Stopped (a background job ignores SIGINT): the lab, the broker, the tmpfs and held faults are cleaned up.
+    # Only in this process: a child forked by pyroute2 inherits the handler and is stopped with SIGTERM; raising
+    # there would unwind the parent's stack in the child (its cleanup, the tmpfs unmounted).
+    owner = os.getpid()
+    signal.signal(signal.SIGTERM, partial(stop, owner, args.mode))
+    work = args.work / f"{args.mode}-seed{args.seed}-{datetime.now():%Y%m%dT%H%M%S}"
+    work.mkdir(parents=True)
+    print(f"work directory {work}", flush=True)
     lab = fresh_lab(args)
+    report: Any
     try:
-        report = Chaos(lab, args.work, args.visits, args.faults, args.seed, tuple(args.gap)).run()
+        if args.mode == "fleet":
+            gap = tuple(args.gap or (6.0, 20.0))
+            report = run_fleet_chaos(lab, work, args.visits, args.faults, args.seed, gap)
+        else:
+            report = Chaos(lab, work, args.visits, args.faults, args.seed, tuple(args.gap or (2.0, 12.0))).run()
     finally:
         lab.down()
     report.checks.update(check_lab_gone(lab))
+    print(f"seed {args.seed}, {datetime.now():%Y-%m-%d}")
     print("\n".join(report.lines()))
     sys.exit(0 if report.passed else 1)
 

@@ -67,8 +67,14 @@ class FileLock:
                 raise
             raise Busy(self._refusal()) from None
         record = json.dumps({"pid": os.getpid(), "command": command_line(), "doing": self.doing})
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, record.encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record.encode(), 0)
+        except OSError as exc:
+            os.close(fd)  # the flock goes with it
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise HarnessError(f"disk full at {self.path}: free space and run the same command") from None
         self.fd = fd
 
     def release(self) -> None:

@@ -72,10 +72,12 @@ def estimate(loaded: LoadedStudy, measured: dict[str, list[float]]) -> Estimate:
 
 
 def round_start(loaded: LoadedStudy, round_: int, started_at: float) -> float:
-    """The earliest Unix time round ``round_`` may start (``started_at`` when the study has no duration)."""
+    """The earliest Unix time round ``round_`` may start; 0.0 for a round that never waits: the first, and
+    every round of a study without a duration. Their start is not compared with ``started_at``: a wall
+    clock stepped back behind the study's first start would hold the crawl until it caught up."""
     s = loaded.study
-    if not s.duration_days:
-        return started_at
+    if not s.duration_days or round_ == 0:
+        return 0.0
     return started_at + round_ * s.duration_days * DAY_S / s.rounds
 
 

@@ -413,3 +413,42 @@ def test_a_forked_child_does_not_keep_a_dead_holder_s_lock(tmp_path):
         lock.release()
     finally:
         os.killpg(holder.pid, signal.SIGKILL)
+
+
+def test_a_lock_taken_on_a_full_disk_is_one_line_naming_it(tmp_path):
+    # Found by the chaos run (benchmarks/chaos.py): a coordinator started while the results' disk was full
+    # died with a traceback (OSError ENOSPC writing its store lock's holder).
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        path = disk / "store.sqlite.lock"
+        path.touch()  # a lock file an earlier holder left (empty: released)
+        _fill(disk / "filler")
+        with pytest.raises(HarnessError, match=f"disk full at {path}: free space and run the same command"):
+            FileLock(path, "store", "coordinating").acquire()
+        (disk / "filler").unlink()
+        lock = FileLock(path, "store", "coordinating")
+        lock.acquire()  # space again: taken, not left held by the refused attempt
+        lock.release()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_store_opened_on_a_full_disk_says_the_disk_is_full_not_that_it_is_no_store(tmp_path):
+    # Found by the chaos run: "store.sqlite: not a dnsstudy store (disk I/O error)" for a coordinator
+    # started again while the results' disk was full.
+    from harness.store import Store
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        Store(disk / "store.sqlite").close()  # a store, its WAL checkpointed and removed at close
+        _fill(disk / "filler")
+        with pytest.raises(HarnessError, match="disk full at .*store.sqlite: free space and run the same command"):
+            Store(disk / "store.sqlite")
+        (disk / "filler").unlink()
+        Store(disk / "store.sqlite").close()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -197,10 +197,21 @@ def test_a_tranco_id_is_read_from_the_cache_and_never_fetched_again(tmp_path):
     assert not (tmp_path / "ZZZZ9.csv").exists()
 
 
+def test_a_wall_clock_stepped_back_behind_the_first_start_holds_no_round_that_need_not_wait(tmp_path):
+    # Found by the chaos run (benchmarks/chaos.py): the wall clock stepped back 564 s after the coordinator's
+    # first start, and it queued nothing more, round 0 of a study without a duration "starting later".
+    first_start, stepped_back = 1000.0, 1000.0 - 564
+    spread = load_study(str(write_study(tmp_path, GOOD.replace("rounds = 2", "rounds = 4\nduration_days = 2"))))
+    at_once = load_study(str(write_study(tmp_path, GOOD)))
+    assert stepped_back >= round_start(spread, 0, first_start)
+    assert all(stepped_back >= round_start(at_once, r, first_start) for r in range(2))
+    assert stepped_back < round_start(spread, 1, first_start)  # a later round of a spread study still waits
+
+
 def test_the_schedule_spreads_rounds_and_says_whether_the_plan_fits(tmp_path):
     text = GOOD.replace("rounds = 2", "rounds = 4\nduration_days = 2")
     loaded = load_study(str(write_study(tmp_path, text)))
-    assert round_start(loaded, 0, 1000.0) == 1000.0 and round_start(loaded, 3, 1000.0) == 1000.0 + 1.5 * DAY_S
+    assert round_start(loaded, 0, 1000.0) == 0.0 and round_start(loaded, 3, 1000.0) == 1000.0 + 1.5 * DAY_S
     unknown = estimate(loaded, {"wired": [3.0]})
     assert unknown.fits is None and unknown.unmeasured == ["4g"] and "no measured visit time" in unknown.summary()
     per_network = len(loaded.sites) * 6  # visits per network per round

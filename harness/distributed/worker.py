@@ -236,7 +236,10 @@ def _register_tasks(app: Celery, worker: VantageWorker) -> None:
             except OSError as exc:  # a full disk, say: this host's fault, never the visit's
                 reason = f"{worker.place.name}: {exc}"
             worker.halted = reason
-            app.backend.client.set(halt_key(worker.vantage_point), reason)
+            try:
+                app.backend.client.set(halt_key(worker.vantage_point), reason)
+            except redis.RedisError:  # the broker is down too: the visit stays unacknowledged, and a worker
+                pass  # started again puts it back; escaping, this error would fail the visit for good
             worker_state.should_stop = 2  # the solo pool's loop stops after this task
             raise Reject(reason, requeue=True)
 

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.store.transaction import Transaction
+from harness.store.transaction import Transaction, disk_full
 
 SCHEMA_VERSION = 1
 
@@ -133,6 +133,8 @@ def open_read_write(path: Path) -> sqlite3.Connection:
         try:
             db.execute("PRAGMA journal_mode=WAL")
         except sqlite3.DatabaseError as exc:
+            if disk_full(exc, path):  # opening a store takes a write (its WAL): a full disk, not another file
+                raise HarnessError(f"disk full at {path}: free space and run the same command") from None
             raise HarnessError(f"{path}: not a dnsstudy store ({exc})") from None
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA foreign_keys=ON")
