@@ -70,6 +70,7 @@ def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None, 
     console.print(
         f"networks: {', '.join(s.networks)}; configurations ({len(s.configurations)}): "
         + ", ".join(f"{r}/{p}" for r, p in s.configurations)
+        + (f"; browsers: {', '.join(s.browsers)}" if len(s.browsers) > 1 else "")
     )
     if s.target == "lab":
         from harness.lab.lab import Lab

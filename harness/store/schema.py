@@ -79,6 +79,8 @@ ADDED_COLUMNS = [
     # Where the visit or timing ran: a study's vantage point, "" for a single-host study.
     ("visits", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
     ("timings", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
+    # The browser the visit ran in: every visit of a store from before browsers were a factor ran in Firefox.
+    ("visits", "browser", "TEXT NOT NULL DEFAULT 'firefox'"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]
@@ -108,6 +110,7 @@ PLAN_COLUMNS = (
     "resolver",
     "protocol",
     "vantage_point",
+    "browser",
 )
 
 
