@@ -7,7 +7,8 @@ pair, of that metric's grid). The grid compares every two configurations
 (resolver, protocol) of a network; each cell is the row's value of the
 metric (onLoad unless told) minus the column's.
 
-A pair's site, within its stratum (`STRATA`: the vantage point), is the
+A pair's site, within its stratum (`STRATA`: the vantage point and the
+browser, so a pair never joins visits of two browsers), is the
 unit the grid's intervals resample and its sign test counts: one draw of the
 sites serves every cell of a grid, and the grid's verdicts are adjusted
 together (analysis/stats.py).
@@ -26,9 +27,9 @@ from analysis.settings import AnalysisSettings
 from analysis.stats import PairStatistics, adjust_family, compare_all
 
 Configuration = tuple[str, str]  # (resolver, protocol)
-#: What a site is resampled within, and what a pair never crosses besides the crawl. A store with a browser
-#: column adds it here, ("vantage_point", "browser"): pairs, strata and sites all follow.
-STRATA = ("vantage_point",)
+#: What a site is resampled within, and what a pair never crosses besides the crawl: pairs, strata and sites
+#: all follow. A site visited in two browsers is two units, one per browser, as at two vantage points.
+STRATA = ("vantage_point", "browser")
 #: A pair is one row of the load-time table: the same crawl, stratum, round and site.
 PAIR_INDEX = ["study_id", *STRATA, "round", "site"]
 
@@ -57,8 +58,8 @@ def measured(visits: pd.DataFrame, metric: Metric | str = ONLOAD) -> pd.Series:
 
 def load_time_table(visits: pd.DataFrame, network: str, metric: Metric | str = ONLOAD) -> pd.DataFrame:
     """Successful visits' ``metric`` (onLoad unless told) on one network: one row per `PAIR_INDEX` (crawl,
-    vantage point, round, site), one column per configuration, so a pair never joins visits from two
-    vantage points. A visit
+    vantage point, browser, round, site), one column per configuration, so a pair never joins visits from two
+    vantage points or two browsers. A visit
     without the metric is left out, so a site with onLoad but no FCP under one configuration drops out of that
     configuration's FCP pairs only."""
     column = get_metric(metric).column

@@ -85,6 +85,8 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         sections.append(_outcomes(report, visits, settings))
         if visits["vantage_point"].nunique() > 1:
             sections.append(_vantage_points(report, results, networks, settings))
+        if visits["browser"].nunique() > 1:
+            sections.append(_browsers(report, results, networks, settings))
 
     fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
     sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
@@ -96,22 +98,59 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
 def _vantage_points(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
     """Configurations compared across vantage points: success and median onLoad side by side, then each
     vantage point's own grids (the grids above pool every vantage point's pairs, each pair within one)."""
-    frame = tables.vantage_point_table(results.visits, settings)
+    frame = tables.side_by_side_table(results.visits, "vantage_point", settings)
     caption = "Per vantage point: counted visits, success % and median onLoad of Successful visits"
     report.tables += tables.write_table(frame, report.out / "tables" / "vantage-points", caption)
     parts = ["<h2>Vantage points</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
-    order = configurations(results.visits)
     for place in sorted(results.visits["vantage_point"].astype(str).unique()):
-        mine = replace(results, visits=results.visits[results.visits["vantage_point"].astype(str) == place])
-        for network in networks:
-            if not (mine.visits["network"] == network).any():
-                continue
-            parts.append(f"<h3>{html.escape(place)}, {html.escape(settings.labels.network(network))}</h3>")
-            parts += [
-                _pairs(report, mine, network, metric, order, settings, key=f"{network}-{place}")
-                for metric in settings.grid.metric_list()
-            ]
+        parts += _grids_of(report, results, "vantage_point", place, place, networks, settings)
     return "\n".join(parts)
+
+
+def _browsers(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
+    """The browsers compared: success and median onLoad side by side, each arm's difference from Do53 in each
+    browser (one figure per metric), then each browser's own grids and success tables. The grids above pool
+    both browsers' pairs, each pair within one browser."""
+    labels = settings.labels
+    frame = tables.side_by_side_table(results.visits, "browser", settings)
+    caption = "Per browser: counted visits, success % and median onLoad of Successful visits"
+    report.tables += tables.write_table(frame, report.out / "tables" / "browsers", caption)
+    parts = ["<h2>Browsers</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
+    for metric in settings.grid.metric_list():
+        if results.visits[metric.column].notna().any():
+            fig = figures.browser_figure(results.visits, settings, metric)
+            caption = f"{metric.label}: each arm minus its resolver's Do53, per browser"
+            parts.append(_figure(report, fig, file_stem("browsers", metric, "do53"), caption))
+    for browser in sorted(results.visits["browser"].astype(str).unique()):
+        name = labels.browser(browser)
+        parts += _grids_of(report, results, "browser", browser, name, networks, settings)
+        mine = results.visits[results.visits["browser"].astype(str) == browser]
+        parts.append(_outcomes(report, mine, settings, suffix=f"-{browser}", heading=f"Success and errors, {name}"))
+    return "\n".join(parts)
+
+
+def _grids_of(
+    report: Report,
+    results: Results,
+    column: str,
+    value: str,
+    name: str,
+    networks: list[str],
+    settings: AnalysisSettings,
+) -> list[str]:
+    """The grids of the visits whose ``column`` is ``value`` (a vantage point, a browser), network by network."""
+    order = configurations(results.visits)
+    mine = replace(results, visits=results.visits[results.visits[column].astype(str) == value])
+    parts = []
+    for network in networks:
+        if not (mine.visits["network"] == network).any():
+            continue
+        parts.append(f"<h3>{html.escape(name)}, {html.escape(settings.labels.network(network))}</h3>")
+        parts += [
+            _pairs(report, mine, network, metric, order, settings, key=f"{network}-{value}")
+            for metric in settings.grid.metric_list()
+        ]
+    return parts
 
 
 def _pairs(
@@ -196,13 +235,16 @@ def _protocols(report: Report, results: Results, settings: AnalysisSettings) -> 
     return "\n".join(parts)
 
 
-def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
-    """The success and error tables in both taxonomies, and the success-rate differences (not per metric)."""
-    parts = ["<h2>Success and errors</h2>"]
+def _outcomes(
+    report: Report, visits: pd.DataFrame, settings: AnalysisSettings, suffix: str = "", heading: str = ""
+) -> str:
+    """The success and error tables in both taxonomies, and the success-rate differences (not per metric);
+    ``suffix`` ends their files' names (a browser's tables: "-chromium")."""
+    parts = [f"<h2>{html.escape(heading or 'Success and errors')}</h2>"]
     for taxonomy in tables.TAXONOMIES:
         frame = tables.outcome_table(visits, taxonomy, settings)
         caption = f"Outcome of visits per network, resolver and protocol ({taxonomy} taxonomy, % of visits)"
-        report.tables += tables.write_table(frame, report.out / "tables" / f"outcomes-{taxonomy}", caption)
+        report.tables += tables.write_table(frame, report.out / "tables" / f"outcomes-{taxonomy}{suffix}", caption)
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
     frame = tables.success_differences(visits, settings, report.adjustment)
     caption = (
@@ -211,7 +253,7 @@ def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) 
         f"of this table ({ADJUSTMENTS[report.adjustment]} {1 - settings.statistics.confidence:.0%}); differs: the "
         f"interval clear of zero and p_adjusted below {1 - settings.statistics.confidence:g})"
     )
-    report.tables += tables.write_table(frame, report.out / "tables" / "success-differences", caption)
+    report.tables += tables.write_table(frame, report.out / "tables" / f"success-differences{suffix}", caption)
     formats = {c: _number("{:.2g}") for c in ("p_value", "p_adjusted") if c in frame.columns}
     parts.append(
         f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f", formatters=formats)
@@ -371,10 +413,11 @@ def _methods(report: Report, chosen_by: str, settings: AnalysisSettings) -> str:
     """How intervals, p-values and verdicts are made, and which adjustment the grids use and why."""
     method, level = report.adjustment, 1 - settings.statistics.confidence
     return (
-        f"<p>Statistics: a site (at a vantage point) is the unit. Intervals come from a bootstrap that resamples "
-        f"sites with all their rounds, within each vantage point ({settings.statistics.resamples:,} resamples, "
-        f"{settings.statistics.interval} percentiles); where every site has one pair in a cell, the pairs are "
-        f"resampled and the median's interval is exact (each table's <code>resampled</code> column says which). "
+        f"<p>Statistics: a site (at a vantage point, in a browser) is the unit. Intervals come from a bootstrap "
+        f"that resamples sites with all their rounds, within each vantage point and browser "
+        f"({settings.statistics.resamples:,} resamples, {settings.statistics.interval} percentiles); where every "
+        f"site has one pair in a cell, the pairs are resampled and the median's interval is exact (each table's "
+        f"<code>resampled</code> column says which). "
         f"The p-value is the sign test of a zero median, by site. The verdicts of each grid are one family, "
         f"adjusted together by {ADJUSTMENT_NAMES[method]}'s method ({ADJUSTMENTS[method]} {level:.0%}; "
         f"{html.escape(chosen_by)}): a pair is <em>row slower</em> or <em>row faster</em> when its interval "

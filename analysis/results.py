@@ -42,12 +42,14 @@ VISIT_COLUMNS = [
     "lcp_ms",
     "dcl_ms",
     "vantage_point",
+    "browser",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
-OPTIONAL_VISIT_COLUMNS = ("fcp_ms", "lcp_ms", "dcl_ms", "vantage_point")
-#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host.
-ABSENT_AS = {"vantage_point": ""}
+OPTIONAL_VISIT_COLUMNS = ("fcp_ms", "lcp_ms", "dcl_ms", "vantage_point", "browser")
+#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, and
+#: every visit of a store from before browsers were a factor ran in Firefox.
+ABSENT_AS = {"vantage_point": "", "browser": "firefox"}
 #: The columns of the metrics a grid can be drawn for (analysis/metrics.py), always read as floats.
 METRIC_COLUMNS = tuple(m.column for m in METRICS.values())
 TIMING_COLUMNS = [
@@ -120,6 +122,7 @@ _CATEGORIES = (
     "error_class",
     "paper_2019",
     "vantage_point",
+    "browser",
 )
 _CHUNK = 200_000
 
@@ -141,7 +144,8 @@ def _read_visits(db: sqlite3.Connection, absent: list[str]) -> pd.DataFrame:
         f"SELECT {', '.join(selected)} FROM visits WHERE status = 'done'", db, chunksize=_CHUNK
     ):
         for column in _CATEGORIES:
-            chunk[column] = chunk[column].astype("category")
+            if column not in absent:  # an absent one is made below, from its value in an older store
+                chunk[column] = chunk[column].astype("category")
         for column in absent:
             chunk[column] = ABSENT_AS.get(column, np.nan)
             if column in _CATEGORIES:

@@ -223,7 +223,7 @@ def test_the_grid_figure_is_titled_with_its_metric(tmp_path):
 def test_a_store_from_before_the_paint_columns_still_analyses_and_says_fcp_is_missing(tmp_path):
     # Every metric is read; the metrics a store may predate are exactly the paint and loading columns.
     assert {m.column for m in METRICS.values()} <= set(VISIT_COLUMNS)
-    assert set(OPTIONAL_VISIT_COLUMNS) == {"fcp_ms", "lcp_ms", "dcl_ms", "vantage_point"}
+    assert set(OPTIONAL_VISIT_COLUMNS) == {"fcp_ms", "lcp_ms", "dcl_ms", "vantage_point", "browser"}
     old = without_paint_columns(make_store(tmp_path / "old.sqlite", slower_onload))
     with closing(sqlite3.connect(old)) as db:
         assert "fcp_ms" not in {row[1] for row in db.execute("PRAGMA table_info(visits)")}
