@@ -134,3 +134,16 @@ def test_a_station_runs_each_planned_visit_in_its_own_browser_s_visitor(tmp_path
     # A test's one visitor (the setter) serves every browser of the study.
     station.visitor = visitors["firefox"]
     assert station.visitor_for("chromium") is visitors["firefox"] is station.visitor
+
+
+def test_a_planned_visit_s_browser_survives_the_trip_to_a_vantage_point_s_worker():
+    import json
+
+    from harness.distributed.messages import visit_message, visit_of
+
+    plan = make_plan(SITES, 1, ["wired"], CONFIGURATIONS, 1, ["a"], browsers=("firefox", "chromium"))
+    visit = next(v for v in plan if v.browser == "chromium")
+    message = json.loads(json.dumps(visit_message("s", {"name": "s"}, visit)))
+    assert visit_of(message) == visit and visit_of(message).browser == "chromium"
+    del message["visit"]["browser"]  # from a coordinator before browsers were a factor: Firefox
+    assert visit_of(message).browser == "firefox"
