@@ -55,9 +55,9 @@ def interval_sentence(family: list[PairStatistics], reading: Reading) -> str:
         return f"{how}; no pair has an interval"
     sites, pairs = units.count("site"), units.count("pair")
     if not pairs:
-        return f"{how}; sites resampled with all their rounds, within each vantage point"
+        return f"{how}; sites resampled with all their rounds (and vantage points, a site at several one unit)"
     if not sites:
-        return f"{how}; every site has one pair per cell, so pairs are resampled (the median's exactly)"
+        return f"{how}; every site has one pair per cell, so resampling sites is resampling pairs"
     return (
         f"{how}; sites resampled with all their rounds in {sites} pairs, single pairs in {pairs} "
         f"where every site has one (the resampled column says which)"

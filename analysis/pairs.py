@@ -7,11 +7,12 @@ pair, of that metric's grid). The grid compares every two configurations
 (resolver, protocol) of a network; each cell is the row's value of the
 metric (onLoad unless told) minus the column's.
 
-A pair's site, within its stratum (`STRATA`: the vantage point and the
-browser, so a pair never joins visits of two browsers), is the
-unit the grid's intervals resample and its sign test counts: one draw of the
-sites serves every cell of a grid, and the grid's verdicts are adjusted
-together (analysis/stats.py).
+A pair never crosses its stratum (`STRATA`: the vantage point, the browser,
+its session mode and resolver connection), but its site is the unit the
+grid's intervals resample and its sign test counts: a site measured at
+several vantage points is one unit with all its pairs (`units`); a site in
+two browsers is two units. One draw of the sites serves every cell of a
+grid, and the grid's verdicts are adjusted together (analysis/stats.py).
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ from analysis.settings import AnalysisSettings
 from analysis.stats import PairStatistics, adjust_family, compare_all
 
 Configuration = tuple[str, str]  # (resolver, protocol)
-#: What a site is resampled within, and what a pair never crosses besides the crawl: pairs, strata and sites
-#: all follow. A site visited in two browsers is two units, one per browser, as at two vantage points.
-STRATA = ("vantage_point", "browser")
+#: What a site is resampled within, and what a pair never crosses besides the crawl: the vantage point, the
+#: browser (a study's `browsers`), and the browser's session mode and resolver connection state (a study's
+#: keys; visits of two are never paired): pairs, strata and sites all follow.
+STRATA = ("vantage_point", "browser", "browser_session", "resolver_connection")
 #: A pair is one row of the load-time table: the same crawl, stratum, round and site.
 PAIR_INDEX = ["study_id", *STRATA, "round", "site"]
+#: The stratum a site may be measured in several of: where a grid reads them together, the site with all of
+#: them is one unit of independence (`units`).
+POOLED = "vantage_point"
 
 
 def protocol_order(visits: pd.DataFrame) -> list[str]:
@@ -90,11 +95,30 @@ def paired(table: pd.DataFrame, row: Configuration, column: Configuration) -> tu
 
 
 def site_codes(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's site within its stratum as a code (0, 1, ...), and each such site's stratum code."""
-    keys = table.index.to_frame(index=False)[[*STRATA, "site"]].astype(str)
-    codes = keys.groupby([*STRATA, "site"], sort=False).ngroup().to_numpy()
-    first = np.unique(codes, return_index=True)[1]
-    strata = keys.iloc[first].groupby(list(STRATA), sort=False).ngroup().to_numpy()
+    """Each row's unit (`units`) as a code (0, 1, ...), and each unit's stratum code."""
+    return units(table.index.to_frame(index=False))
+
+
+def units(keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The unit of independence of each row of ``keys`` (a frame with the `STRATA` and site columns) as a
+    code (0, 1, ...), and each unit's stratum code.
+
+    The unit is the site (within the strata other than the vantage point): a site measured at several
+    vantage points is one unit where they are read together, resampled with the pairs of all of them and
+    counted once by the sign test; where a grid reads one vantage point, it is the site at that vantage
+    point. A unit's stratum, what it is resampled within, is the set of vantage points that measured it (with
+    the other strata): sites each vantage point measured alone keep their number per vantage point, as
+    before, and sites every vantage point measured are drawn together. A stratum column ``keys`` lacks is
+    one stratum for all its rows."""
+    keys = keys.reindex(columns=[*STRATA, "site"], fill_value="").astype(str)
+    unit_columns = [c for c in STRATA if c != POOLED] + ["site"]
+    codes = keys.groupby(unit_columns, sort=False).ngroup().to_numpy()
+    seen = keys.assign(unit=codes).drop_duplicates(["unit", POOLED]).sort_values(["unit", POOLED])
+    places = seen.groupby("unit", sort=True)[POOLED].agg("\x1f".join)
+    stratum = places.to_frame()
+    for column in unit_columns[:-1]:
+        stratum[column] = seen.groupby("unit", sort=True)[column].first()
+    strata = stratum.groupby(list(stratum.columns), sort=False).ngroup().to_numpy()
     return codes, strata
 
 

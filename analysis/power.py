@@ -1,23 +1,34 @@
 """The power of a study before its crawl: the smallest median difference its sites and rounds detect.
 
 A cell's verdict needs the sign test by site (analysis/significance.py) to
-reject after the grid's adjustment. Its statistic is S = sum over sites of
-U_i, the sum of site i's signs; with n sites of r pairs each, a difference
-whose signs average theta (P(+) - P(-)) and whose two pairs at one site have
-sign covariance c gives E[U] = r theta and Var U = r (1 - theta^2) +
-r (r - 1) c, and the test divides S by sqrt(sum U_i^2). By the normal
-approximation, the power at a two-sided level a is
+reject after the grid's adjustment; the power is that test's, computed as
+it decides. A spread says how a site's r pairs fall at a median difference
+delta: P(K = k), k of them positive (`Spread.site_sums`). n sites drawn
+independently from it, the sign test by site rejects with a chance that
+`analysis.sign_power.exact_power` enumerates exactly (the exact test for up
+to 16 sites with a non-zero sum, the normal approximation beyond, as the
+test itself does) wherever the enumeration is small; for many sites with
+several pairs each, by the normal approximation of the test's statistic:
+S = sum of the site sums U, divided by sqrt(sum U^2),
 
-    Phi((n r theta - z sqrt(n (Var U + r^2 theta^2))) / sqrt(n Var U)),  z = Phi^-1(1 - a/2).
+    Phi((n E[U] - z sqrt(n E[U^2])) / sqrt(n Var U)),  z = Phi^-1(1 - a/2).
 
-The level is 1 - confidence divided by the family's size: the threshold of
-Holm's first step, so the power of Holm's (or Benjamini-Hochberg's) verdict
-is at least this. theta and c at a median difference delta are read from a
-pilot's pairs (centred on their median, shifted by delta: a pure shift), or
-from a normal model with a share of the variance between sites (profile
-defaults, for a study with no pilot yet). The rounds of a plan add pairs per
-site, whose signs correlate, so past some number of rounds only more sites
-help; `rounds_needed` says when that is.
+The level a is 1 - confidence divided by the family's size: Holm's first
+step, where a pair is rejected when it is the only one that differs; so is
+Benjamini-Hochberg's (its first step is the same, and null pairs rarely
+come first). Where other pairs differ too, both are less strict for the
+rest, so the power is at least this. The verdict also needs the interval
+clear of zero, which the power does not model (the two agree but at the
+margin). A vantage point that measures the same sites adds pairs per site,
+not sites (`Plan.places`).
+
+The spreads: a normal model with a share of the variance between sites (the
+profile's defaults, for a study with no pilot yet), integrated over the site
+effect; or a pilot's pairs (centred on their median, shifted by delta: a
+pure shift), whose mean sign and within-site sign correlation give a
+beta-binomial. The rounds of a plan add pairs per site, whose signs
+correlate, so past some number of rounds only more sites help;
+`rounds_needed` says when that is.
 """
 
 from __future__ import annotations
@@ -31,44 +42,52 @@ import pandas as pd
 from scipy import stats
 
 from analysis.pairs import PAIR_INDEX, Configuration, load_time_table, paired, site_codes
+from analysis.resampling import median
 from analysis.settings import AnalysisSettings
-from analysis.significance import EXACT_SITES
+from analysis.sign_power import enumerable, exact_power
 
 MOST_ROUNDS = 1000
 
 
 class Spread(Protocol):
-    """What the power of a cell depends on: the sign moments of its differences shifted to a median delta."""
+    """What the power of a cell depends on: how a site's signs fall at a median difference delta."""
 
     @property
     def source(self) -> str:
         """Where the spread comes from, for the reader."""
         ...
 
-    def moments(self, delta_ms: float) -> tuple[float, float]:
-        """(theta, c): the mean sign and the covariance of two signs at one site, at median difference delta."""
+    def site_sums(self, delta_ms: float, pairs: int) -> np.ndarray:
+        """P(K = k), k = 0 .. pairs: the chance that k of a site's ``pairs`` differences are positive (its sign
+        sum is 2k - pairs) when the cell's median difference is ``delta_ms``."""
         ...
+
+
+#: Sites drawn (as equally likely quantiles of the site effect) to integrate a normal spread's site sums.
+_SITE_QUANTILES = 512
 
 
 @dataclass(frozen=True)
 class NormalSpread:
-    """Differences normal with sd ``sd_ms``, ``site_share`` of their variance between sites (profile defaults)."""
+    """Differences normal with sd ``sd_ms``, ``site_share`` of their variance between sites (profile defaults):
+    a site's difference is its effect (sd sqrt(share) sd_ms) plus independent visit noise."""
 
     sd_ms: float
     site_share: float
     source: str = ""
 
-    def moments(self, delta_ms: float) -> tuple[float, float]:
-        z = delta_ms / self.sd_ms
-        p = float(stats.norm.cdf(z))  # P(a pair's difference > 0)
-        both = float(stats.multivariate_normal.cdf([z, z], cov=[[1, self.site_share], [self.site_share, 1]]))
-        theta = 2 * p - 1
-        return theta, 1 - 4 * (p - both) - theta**2  # E[s s'] = 1 - 2 P(signs differ)
+    def site_sums(self, delta_ms: float, pairs: int) -> np.ndarray:
+        quantiles = (np.arange(_SITE_QUANTILES) + 0.5) / _SITE_QUANTILES
+        effect = math.sqrt(self.site_share) * self.sd_ms * stats.norm.ppf(quantiles)
+        noise = math.sqrt(max(1 - self.site_share, 0.0)) * self.sd_ms
+        centre = delta_ms + effect
+        positive = stats.norm.cdf(centre / noise) if noise > 0 else (centre > 0).astype(float)
+        return stats.binom.pmf(np.arange(pairs + 1)[None, :], pairs, positive[:, None]).mean(axis=0)
 
 
 @dataclass(frozen=True)
 class PilotSpread:
-    """A pilot's pairs of one cell: their differences centred on the median, and each one's site."""
+    """A pilot's pairs of one cell: their differences centred on the median, and each one's site (unit)."""
 
     centred: np.ndarray
     sites: np.ndarray  # codes 0 .. k-1
@@ -79,7 +98,7 @@ class PilotSpread:
     def of(cls, differences: np.ndarray, sites: np.ndarray, fallback_share: float, source: str) -> PilotSpread:
         d = np.asarray(differences, dtype=float)
         codes = np.unique(np.asarray(sites), return_inverse=True)[1]
-        return cls(d - float(np.median(d)), codes, fallback_share, source)
+        return cls(d - median(d), codes, fallback_share, source)
 
     @property
     def repeated(self) -> bool:
@@ -87,6 +106,7 @@ class PilotSpread:
         return bool(np.any(np.bincount(self.sites) > 1))
 
     def moments(self, delta_ms: float) -> tuple[float, float]:
+        """(theta, c): the mean sign and the covariance of two signs at one site, at median difference delta."""
         signs = np.sign(self.centred + delta_ms)
         theta = float(np.mean(signs))
         if not self.repeated:  # the arcsine law of a normal pair with this share between sites
@@ -96,10 +116,26 @@ class PilotSpread:
         together = float(np.sum(sums**2 - np.bincount(self.sites, weights=signs**2)))
         return theta, together / float(np.sum(sizes * (sizes - 1))) - theta**2
 
+    def site_sums(self, delta_ms: float, pairs: int) -> np.ndarray:
+        """The beta-binomial with the pilot's mean sign and within-site sign correlation (its moments): a
+        site's chance of a positive pair varies between sites as a beta distribution whose spread gives that
+        correlation (an assumption about the shape; the two moments are the pilot's)."""
+        theta, c = self.moments(delta_ms)
+        p = min(max((1 + theta) / 2, 0.0), 1.0)
+        k = np.arange(pairs + 1)
+        correlation = c / (1 - theta**2) if theta**2 < 1 else 1.0
+        if correlation <= 0 or p in (0.0, 1.0):  # independent signs (a negative correlation read as none)
+            return stats.binom.pmf(k, pairs, p)
+        if correlation >= 1:  # a site's pairs all fall one way
+            return np.where(k == pairs, p, 0.0) + np.where(k == 0, 1 - p, 0.0)
+        scale = 1 / correlation - 1
+        return stats.betabinom.pmf(k, pairs, p * scale, (1 - p) * scale)
+
 
 @dataclass(frozen=True)
 class Plan:
-    """What a study plans for a cell: its sites (at every vantage point), rounds and the family's size."""
+    """What a study plans for a cell: its sites, the vantage points that each measure all of them, its rounds
+    and the family's size."""
 
     sites: int
     rounds: int
@@ -107,23 +143,39 @@ class Plan:
     confidence: float = 0.95
     power: float = 0.8
     pair_yield: float = 1.0  # pairs per site and round (a pilot's share of visits that paired)
+    places: int = 1  # vantage points: each adds a pair per site and round, not a site
+
+    @property
+    def pairs_per_site(self) -> int:
+        """The pairs each site gives a cell (rounds x vantage points x yield, rounded; at least one)."""
+        return max(1, round(self.rounds * self.places * self.pair_yield))
+
+    @property
+    def level(self) -> float:
+        """The level each verdict is tested at: 1 - confidence over the family's size (see the module)."""
+        return (1 - self.confidence) / self.family
 
 
 def power(delta_ms: float, plan: Plan, spread: Spread) -> float:
-    """The chance that a cell whose median difference is ``delta_ms`` gets a direction (normal approximation)."""
-    theta, c = spread.moments(abs(delta_ms))
-    theta = abs(theta)
-    r, n = plan.rounds * plan.pair_yield, plan.sites
-    variance = r * (1 - theta**2) + r * max(r - 1, 0) * max(c, 0.0)
-    level = (1 - plan.confidence) / plan.family
+    """The chance that a cell whose median difference is ``delta_ms`` gets a direction from the sign test by
+    site at the plan's level: exactly where the site sums' compositions are few enough to enumerate
+    (analysis.sign_power.enumerable), else by the normal approximation."""
+    r, n = plan.pairs_per_site, plan.sites
+    probabilities = spread.site_sums(abs(delta_ms), r)
+    if enumerable(n, r):
+        return exact_power(probabilities, n, plan.level)
+    return _normal_power(probabilities, n, plan.level)
+
+
+def _normal_power(probabilities: np.ndarray, n: int, level: float) -> float:
+    """The sign test's power by the normal approximation: S = sum of n site sums U, divided by sqrt(sum U^2)."""
+    u = 2 * np.arange(len(probabilities)) - (len(probabilities) - 1)
+    mean, square = float(probabilities @ u), float(probabilities @ u**2)
+    variance = square - mean**2
     z = float(stats.norm.ppf(1 - level / 2))
-    if n <= EXACT_SITES and 2.0 ** (1 - n) >= level:
-        return 0.0  # the exact sign test's smallest p-value (every site one way) is not below the level
-    if variance <= 0:
-        return 1.0 if theta > 0 and math.sqrt(n) > z else 0.0  # the statistic is at most sqrt(n) standard errors
-    return float(
-        stats.norm.cdf((n * r * theta - z * math.sqrt(n * (variance + (r * theta) ** 2))) / math.sqrt(n * variance))
-    )
+    if variance <= 1e-12:
+        return 1.0 if abs(mean) > 0 and math.sqrt(n) > z else 0.0  # the statistic is sqrt(n) exactly
+    return float(stats.norm.cdf((n * abs(mean) - z * math.sqrt(n * square)) / math.sqrt(n * variance)))
 
 
 def detectable(plan: Plan, spread: Spread, most_ms: float = 1e6) -> float | None:
@@ -206,6 +258,7 @@ def study_power(
     defaults = settings.power
     family = max(len(configurations) * (len(configurations) - 1) // 2, 1)
     cells = []
+    planned: dict[tuple[NormalSpread, Plan], CellPower] = {}  # cells planned from one profile spread are alike
     for network in networks:
         fallback = defaults.spread(network)
         normal = NormalSpread(
@@ -221,7 +274,12 @@ def study_power(
                 if table is not None and pilot is not None:
                     spread, pair_yield = _pilot_spread(pilot, table, network, (row, column), normal)
                 cell_plan = replace(plan, family=family, pair_yield=pair_yield, power=defaults.power)
-                cells.append(_cell(network, row, column, spread, cell_plan, difference_ms))
+                if isinstance(spread, NormalSpread):
+                    if (spread, cell_plan) not in planned:
+                        planned[spread, cell_plan] = _cell(network, row, column, spread, cell_plan, difference_ms)
+                    cells.append(replace(planned[spread, cell_plan], network=network, row=row, column=column))
+                else:
+                    cells.append(_cell(network, row, column, spread, cell_plan, difference_ms))
     return cells
 
 

@@ -6,7 +6,6 @@ import base64
 import html
 import io
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,9 +14,11 @@ import pandas as pd
 
 from analysis import figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
+from analysis.formats import ms_interval, number, share
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
 from analysis.metrics import Metric, file_stem
 from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
+from analysis.replay import replay_table, replayed
 from analysis.results import Results, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, AnalysisSettings, load_settings
 from analysis.significance import ADJUSTMENT_NAMES, ADJUSTMENTS, HOLM
@@ -83,16 +84,27 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
     if not visits.empty:
         sections.append(_protocols(report, results, settings))
         sections.append(_outcomes(report, visits, settings))
-        if visits["vantage_point"].nunique() > 1:
-            sections.append(_vantage_points(report, results, networks, settings))
-        if visits["browser"].nunique() > 1:
-            sections.append(_browsers(report, results, networks, settings))
+        sections += _apart(report, results, networks, settings)
 
     fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
     sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
     report.html.write_text(_page(sections, settings))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _apart(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> list[str]:
+    """The sections that read apart what the stores hold several of: replays, places, session modes, browsers."""
+    visits, sections = results.visits, []
+    if not replayed(visits).empty:
+        sections.append(_replay(report, visits, settings))
+    if visits["vantage_point"].nunique() > 1:
+        sections.append(_vantage_points(report, results, networks, settings))
+    if len(tables.session_modes(visits)) > 1:
+        sections.append(_session_modes(report, visits, settings))
+    if visits["browser"].nunique() > 1:
+        sections.append(_browsers(report, results, networks, settings))
+    return sections
 
 
 def _vantage_points(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
@@ -111,7 +123,6 @@ def _browsers(report: Report, results: Results, networks: list[str], settings: A
     """The browsers compared: success and median onLoad side by side, each arm's difference from Do53 in each
     browser (one figure per metric), then each browser's own grids and success tables. The grids above pool
     both browsers' pairs, each pair within one browser."""
-    labels = settings.labels
     frame = tables.side_by_side_table(results.visits, "browser", settings)
     caption = "Per browser: counted visits, success % and median onLoad of Successful visits"
     report.tables += tables.write_table(frame, report.out / "tables" / "browsers", caption)
@@ -122,7 +133,7 @@ def _browsers(report: Report, results: Results, networks: list[str], settings: A
             caption = f"{metric.label}: each arm minus its resolver's Do53, per browser"
             parts.append(_figure(report, fig, file_stem("browsers", metric, "do53"), caption))
     for browser in sorted(results.visits["browser"].astype(str).unique()):
-        name = labels.browser(browser)
+        name = settings.labels.browser(browser)
         parts += _grids_of(report, results, "browser", browser, name, networks, settings)
         mine = results.visits[results.visits["browser"].astype(str) == browser]
         parts.append(_outcomes(report, mine, settings, suffix=f"-{browser}", heading=f"Success and errors, {name}"))
@@ -139,9 +150,8 @@ def _grids_of(
     settings: AnalysisSettings,
 ) -> list[str]:
     """The grids of the visits whose ``column`` is ``value`` (a vantage point, a browser), network by network."""
-    order = configurations(results.visits)
+    order, parts = configurations(results.visits), []
     mine = replace(results, visits=results.visits[results.visits[column].astype(str) == value])
-    parts = []
     for network in networks:
         if not (mine.visits["network"] == network).any():
             continue
@@ -151,6 +161,25 @@ def _grids_of(
             for metric in settings.grid.metric_list()
         ]
     return parts
+
+
+def _session_modes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
+    """Browser session and resolver connection side by side per arm (warm against cold); unpaired medians, since
+    visits are only paired within one mode (the grids above pool each mode's pairs, each pair within one)."""
+    frame = tables.session_table(visits, settings)
+    caption = (
+        "Per browser session and resolver connection: counted visits, median onLoad of Successful visits, median "
+        "new resolver connections, % of visits whose first query used an open connection; warm - cold: the "
+        "difference of the medians (visits of two modes are never paired)"
+    )
+    report.tables += tables.write_table(frame, report.out / "tables" / "session-modes", caption)
+    return "\n".join(
+        [
+            "<h2>Browser session and resolver connection</h2>",
+            f"<h3>{html.escape(caption)}</h3>",
+            frame.to_html(index=False),
+        ]
+    )
 
 
 def _pairs(
@@ -248,17 +277,42 @@ def _outcomes(
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
     frame = tables.success_differences(visits, settings, report.adjustment)
     caption = (
-        f"Success-rate differences ({settings.statistics.confidence:.0%} Newcombe intervals, percentage points; "
-        f"p_value: by site; p_adjusted: {ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
+        f"Success-rate differences (percentage points; {settings.statistics.confidence:.0%} intervals from a "
+        f"bootstrap of sites, each resampled with all its visits and, measured at several vantage points, with all "
+        f"of them ({settings.statistics.resamples:,} resamples, {settings.statistics.interval} percentiles); sites: "
+        f"the units resampled; p_value: by site (cluster-robust); p_adjusted: "
+        f"{ADJUSTMENT_NAMES[report.adjustment]}-adjusted over the {len(frame)} rows "
         f"of this table ({ADJUSTMENTS[report.adjustment]} {1 - settings.statistics.confidence:.0%}); differs: the "
         f"interval clear of zero and p_adjusted below {1 - settings.statistics.confidence:g})"
     )
     report.tables += tables.write_table(frame, report.out / "tables" / f"success-differences{suffix}", caption)
-    formats = {c: _number("{:.2g}") for c in ("p_value", "p_adjusted") if c in frame.columns}
+    formats = {c: number("{:.2g}") for c in ("p_value", "p_adjusted") if c in frame.columns}
     parts.append(
         f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f", formatters=formats)
     )
     return "\n".join(parts)
+
+
+def _replay(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
+    """Misses and fuzzy matches per site of visits to a replayed web; the sites past the threshold named."""
+    threshold = settings.replay.misses_per_visit
+    frame = replay_table(visits, threshold)
+    caption = (
+        "Replayed web: requests the archive could not answer (misses) and answered with another query string "
+        f"(fuzzy), per site; flagged: more than {threshold:g} misses per visit"
+    )
+    report.tables += tables.write_table(frame, report.out / "tables" / "replay-misses", caption)
+    flagged = [str(s) for s in frame.loc[frame["flagged"], "site"]]
+    verdict = (
+        f"<p class='warning'>{len(flagged)} site{'s' if len(flagged) != 1 else ''} passed the threshold, their "
+        f"replayed pages differ from the recorded ones: {html.escape(', '.join(flagged))}</p>"
+        if flagged
+        else f"<p>No site passed {threshold:g} misses per visit.</p>"
+    )
+    return (
+        f"<h2>Replay</h2>{verdict}<details><summary>{html.escape(caption)}</summary>"
+        f"{frame.to_html(index=False, float_format='%.2f')}</details>"
+    )
 
 
 def _coverage(report: Report, results: Results, settings: AnalysisSettings) -> str:
@@ -329,13 +383,13 @@ def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
                 "ci_high_ms": st.ci_high_ms,
                 "hodges_lehmann_ms": st.hodges_lehmann_ms,
                 "mean_ms": st.mean_ms,
-                "mean interval ms": _ms_interval(st.mean_ci_low_ms, st.mean_ci_high_ms),
+                "mean interval ms": ms_interval(st.mean_ci_low_ms, st.mean_ci_high_ms),
                 "p10_ms": st.p10_ms,
                 "p90_ms": st.p90_ms,
-                f"row slower >{large} % [interval]": _share(
+                f"row slower >{large} % [interval]": share(
                     st.share_row_slower, st.share_row_slower_ci_low, st.share_row_slower_ci_high
                 ),
-                f"row faster >{large} % [interval]": _share(
+                f"row faster >{large} % [interval]": share(
                     st.share_row_faster, st.share_row_faster_ci_low, st.share_row_faster_ci_high
                 ),
                 "resampled": st.resampled,
@@ -345,30 +399,13 @@ def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
             }
         )
     frame = pd.DataFrame(rows)
-    formats = {c: _number("{:+.0f}") for c in frame.columns if c.endswith("_ms")}
-    formats.update({c: _number("{:.2g}") for c in ("p_value", "p_adjusted")})
+    formats = {c: number("{:+.0f}") for c in frame.columns if c.endswith("_ms")}
+    formats.update({c: number("{:.2g}") for c in ("p_value", "p_adjusted")})
     return (
         "<details><summary>statistics of every pair</summary>"
         + frame.to_html(index=False, formatters=formats)
         + "</details>"
     )
-
-
-def _ms_interval(low: float | None, high: float | None) -> str:
-    """'[-12, +30]' in whole milliseconds, or blank without an interval."""
-    return "" if low is None or high is None else f"[{low:+.0f}, {high:+.0f}]"
-
-
-def _share(value: float | None, low: float | None, high: float | None) -> str:
-    """'3.0 [1.2, 5.1]': a share and its interval in %, or blank without a share."""
-    if value is None:
-        return ""
-    return f"{100 * value:.1f}" + ("" if low is None or high is None else f" [{100 * low:.1f}, {100 * high:.1f}]")
-
-
-def _number(pattern: str) -> Callable[[float], str]:
-    """A cell formatter: milliseconds as whole signed numbers (not 1.29e+03), and blank where there is none."""
-    return lambda x: "" if pd.isna(x) else pattern.format(x)
 
 
 def _disagreements(cells: list[Cell], settings: AnalysisSettings) -> str:
@@ -413,12 +450,14 @@ def _methods(report: Report, chosen_by: str, settings: AnalysisSettings) -> str:
     """How intervals, p-values and verdicts are made, and which adjustment the grids use and why."""
     method, level = report.adjustment, 1 - settings.statistics.confidence
     return (
-        f"<p>Statistics: a site (at a vantage point, in a browser) is the unit. Intervals come from a bootstrap "
-        f"that resamples sites with all their rounds, within each vantage point and browser "
+        f"<p>Statistics: the site (in a browser) is the unit; a site measured at several vantage points is one "
+        f"unit where they are read together (each vantage point's own grids read the site there). Intervals come "
+        f"from a bootstrap that resamples sites with all their rounds and vantage points "
         f"({settings.statistics.resamples:,} resamples, {settings.statistics.interval} percentiles); where every "
-        f"site has one pair in a cell, the pairs are resampled and the median's interval is exact (each table's "
-        f"<code>resampled</code> column says which). "
-        f"The p-value is the sign test of a zero median, by site. The verdicts of each grid are one family, "
+        f"site has one pair in a cell, that is resampling pairs (each table's <code>resampled</code> column says "
+        f"which). The median is the middle value, or the mean of the two middle ones, in the estimate and in every "
+        f"resample. The p-value is the sign test of a zero median by site (a site's sign sum as likely positive "
+        f"as negative); success-rate differences are by site too. The verdicts of each grid are one family, "
         f"adjusted together by {ADJUSTMENT_NAMES[method]}'s method ({ADJUSTMENTS[method]} {level:.0%}; "
         f"{html.escape(chosen_by)}): a pair is <em>row slower</em> or <em>row faster</em> when its interval "
         f"excludes zero and its adjusted p-value is below {level:g}. Both p-values are in every table.</p>"

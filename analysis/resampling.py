@@ -5,8 +5,13 @@ each other (the same hostnames, the same page weight): they are not
 independent draws. The cluster bootstrap resamples sites, each with all its
 rounds, within its stratum (the vantage point and browser: `analysis.pairs.STRATA`), so
 an interval is as wide as the number of sites warrants, not the number of
-pairs. Where every site has a single pair the two are the same, and the
-median's interval is then computed exactly (`exact_median_interval`).
+pairs. Where every site has a single pair the two are the same.
+
+The median is one statistic throughout (`median`, numpy's): the middle value
+of the sorted differences, or the mean of the two middle ones for an even
+count. The point estimate, every resample's median and so the interval read
+from them all use it; it is antisymmetric (the median of -d is minus the
+median of d), so a cell read the other way round is its negation exactly.
 
 A resample is a vector of weights, how many times each site was drawn, so
 the resampled mean and tail shares are ratios of weighted sums (one matrix
@@ -42,22 +47,6 @@ def percentile_levels(confidence: float, units: int, method: str) -> tuple[float
     return half, 1 - half
 
 
-def exact_median_interval(values: np.ndarray, low: float, high: float) -> tuple[float, float]:
-    """The bootstrap percentile interval (percentiles ``low``, ``high``) of the median of independent values,
-    computed exactly: a resample's median is its k-th order statistic (k = ceil(n/2)), and the number of
-    resampled values at or below x_(j) is Binomial(n, j/n), so P(resample median <= x_(j)) is a binomial tail.
-    This is the limit of infinitely many resamples, with no Monte-Carlo noise, for the cost of one sort."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n = len(x)
-    if n == 0:
-        raise ValueError("no values")
-    k = (n + 1) // 2
-    at_or_below = stats.binom.sf(k - 1, n, np.arange(1, n + 1) / n)  # increasing in j
-    first = int(np.searchsorted(at_or_below, low))
-    last = int(np.searchsorted(at_or_below, high))
-    return float(x[min(first, n - 1)]), float(x[min(last, n - 1)])
-
-
 @dataclass(frozen=True)
 class Resamples:
     """Bootstrap resamples of a table's sites: ``weights[b, s]`` is how often site s was drawn in resample b.
@@ -90,7 +79,7 @@ class Intervals:
     mean: tuple[float, float]
     slower: tuple[float, float]  # share of pairs above +large_ms
     faster: tuple[float, float]  # share of pairs below -large_ms
-    unit: str  # "site": sites resampled with all their pairs; "pair": one pair per site, the median's exact
+    unit: str  # "site": sites resampled with all their pairs; "pair": every site has one pair (the same thing)
 
 
 @dataclass(frozen=True)
@@ -155,11 +144,16 @@ def _finish(cell: Sample, sums: np.ndarray, resamples: Resamples, levels: tuple[
     if not kept.all():
         sums = sums[kept]
     ratios = sums[:, 1:4] / sums[:, :1]
-    mean, slower, faster = (_percentiles(ratios[:, i], levels) for i in range(3))
-    if np.all(cell.per_site[cell.per_site[:, 0] > 0, 0] == 1):
-        return Intervals(exact_median_interval(cell.x, *levels), mean, slower, faster, "pair")
+    mean, slower, faster = (percentiles(ratios[:, i], levels) for i in range(3))
     median = _median_percentiles(cell.x, cell.sites, resamples, kept, sums[:, 0], sums[:, 4], cell.window, levels)
-    return Intervals(median, mean, slower, faster, "site")
+    single = np.all(cell.per_site[cell.per_site[:, 0] > 0, 0] == 1)
+    return Intervals(median, mean, slower, faster, "pair" if single else "site")
+
+
+def median(values: np.ndarray) -> float:
+    """The median as this analysis defines it everywhere: the middle value, or the mean of the two middle
+    values for an even count (numpy's)."""
+    return float(np.median(np.asarray(values, dtype=float)))
 
 
 @dataclass(frozen=True)
@@ -183,8 +177,9 @@ class _Window:
         return cls(max(n // 2 - half, 0), min(n // 2 + half, n), half)
 
 
-def _percentiles(values: np.ndarray, levels: tuple[float, float]) -> tuple[float, float]:
-    """The order statistics of ``values`` at the two percentile levels, ranked symmetrically from either end."""
+def percentiles(values: np.ndarray, levels: tuple[float, float]) -> tuple[float, float]:
+    """The order statistics of ``values`` (resampled statistics) at the two percentile levels, ranked
+    symmetrically from either end."""
     ranked = np.sort(values)
     low, high = _ranks(len(ranked), levels)
     return float(ranked[low]), float(ranked[high])
@@ -207,22 +202,30 @@ def _median_percentiles(
     levels: tuple[float, float],
 ) -> tuple[float, float]:
     """Percentiles of the resampled medians (of the ``kept`` resamples, with ``totals`` pairs and ``below``
-    of them before the window). ``x`` sorted, ``site`` its sites. A resample's median is its k-th smallest
-    pair (k = ceil(total / 2)), as in `exact_median_interval`: it lies where the resample's running count of
-    pairs, down the sorted differences, first reaches k. Only the window is counted; it is widened until it
-    holds both percentiles."""
+    of them before the window). ``x`` sorted, ``site`` its sites. A resample's median is `median`'s: the
+    mean of its k1-th and k2-th smallest pairs (k1 = ceil(total / 2), k2 = floor(total / 2) + 1, the same
+    pair for an odd total); the j-th lies where the resample's running count of pairs, down the sorted
+    differences, first reaches j. Only the window is counted, so a median whose pairs lie outside it is only
+    bounded; the window is widened until the bounds agree at both percentiles."""
     n, n_sites = len(x), resamples.weights.shape[1]
     low_rank, high_rank = _ranks(len(totals), levels)
-    k = np.ceil(totals / 2)
+    ranks = (np.ceil(totals / 2), np.floor(totals / 2) + 1)
     by_site = resamples.by_site if kept.all() else resamples.by_site[:, kept]
     while True:
         running = by_site[site[window.start : window.stop]]  # a copy: summed in place, in its own int32
         np.cumsum(running, axis=0, out=running)  # (a dtype= argument makes numpy's accumulate ten times slower)
-        short = np.count_nonzero(running < (k - below)[None, :], axis=0)  # window pairs before the median
-        position = np.where(below >= k, -1, window.start + short)  # -1: below the window; stop: above it
-        ranked = np.sort(position)
-        low, high = ranked[low_rank], ranked[high_rank]
-        if (low >= window.start or window.start == 0) and (high < window.stop or window.stop == n):
-            return float(x[max(low, 0)]), float(x[min(high, n - 1)])
+        low_bound, high_bound = np.zeros(len(totals)), np.zeros(len(totals))
+        for k in ranks:
+            short = np.count_nonzero(running < (k - below)[None, :], axis=0)  # window pairs before the k-th
+            position = window.start + short  # window.stop: past the window
+            inside = x[np.minimum(position, n - 1)]
+            before = below >= k  # the k-th pair lies before the window: at most x[start - 1]
+            past = position >= window.stop  # after it: at least x[stop]
+            low_bound += np.where(before, -np.inf, np.where(past, x[min(window.stop, n - 1)], inside)) / 2
+            high_bound += np.where(before, x[max(window.start - 1, 0)], np.where(past, np.inf, inside)) / 2
+        low_bound.sort()
+        high_bound.sort()
+        if low_bound[low_rank] == high_bound[low_rank] and low_bound[high_rank] == high_bound[high_rank]:
+            return float(low_bound[low_rank]), float(low_bound[high_rank])
         window = _Window.around(site, n_sites, 2 * window.half)
         below = (resamples.weights @ np.bincount(site[: window.start], minlength=n_sites).astype(float))[kept]

@@ -43,13 +43,36 @@ VISIT_COLUMNS = [
     "dcl_ms",
     "vantage_point",
     "browser",
+    "browser_session",
+    "session_ordinal",
+    "resolver_connection",
+    "resolver_handshakes",
+    "first_query_open",
+    "replay_misses",
+    "replay_fuzzy",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
-OPTIONAL_VISIT_COLUMNS = ("fcp_ms", "lcp_ms", "dcl_ms", "vantage_point", "browser")
-#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, and
-#: every visit of a store from before browsers were a factor ran in Firefox.
-ABSENT_AS = {"vantage_point": "", "browser": "firefox"}
+OPTIONAL_VISIT_COLUMNS = (
+    "fcp_ms",
+    "lcp_ms",
+    "dcl_ms",
+    "vantage_point",
+    "browser",
+    "browser_session",
+    "session_ordinal",
+    "resolver_connection",
+    "resolver_handshakes",
+    "first_query_open",
+    "replay_misses",
+    "replay_fuzzy",
+)
+#: Counts that are NULL on most webs (a replayed web's misses, docs/replay.md), read as floats like the metrics.
+COUNT_COLUMNS = ("replay_misses", "replay_fuzzy")
+#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, Firefox
+#: the browser of a store from before browsers were a factor; a store from before browser sessions and
+#: resolver connections were chosen had fresh browsers, cold connections.
+ABSENT_AS = {"vantage_point": "", "browser": "firefox", "browser_session": "fresh", "resolver_connection": "cold"}
 #: The columns of the metrics a grid can be drawn for (analysis/metrics.py), always read as floats.
 METRIC_COLUMNS = tuple(m.column for m in METRICS.values())
 TIMING_COLUMNS = [
@@ -123,6 +146,8 @@ _CATEGORIES = (
     "paper_2019",
     "vantage_point",
     "browser",
+    "browser_session",
+    "resolver_connection",
 )
 _CHUNK = 200_000
 
@@ -151,7 +176,7 @@ def _read_visits(db: sqlite3.Connection, absent: list[str]) -> pd.DataFrame:
             if column in _CATEGORIES:
                 chunk[column] = chunk[column].astype("category")
         # A chunk whose column is all NULL comes back as object dtype: make every metric float, as one with values is.
-        for column in METRIC_COLUMNS:
+        for column in METRIC_COLUMNS + COUNT_COLUMNS:
             chunk[column] = chunk[column].astype("float64")
         chunks.append(chunk[VISIT_COLUMNS])
     if not chunks:

@@ -114,6 +114,14 @@ class Labels(_Strict):
         return self.colours.get(protocol, "#555555")
 
 
+class ReplaySettings(_Strict):
+    """Studies on a web replayed from an archive (docs/replay.md): when the report flags a site."""
+
+    # A site is flagged when its visits met more misses (requests the archive could not answer) than this
+    # per visit, on average: its replayed page is no longer the recorded one.
+    misses_per_visit: float = Field(default=0.0, ge=0)
+
+
 class AnalysisSettings(_Strict):
     description: str
     source: str
@@ -121,6 +129,7 @@ class AnalysisSettings(_Strict):
     statistics: StatisticsSettings
     labels: Labels = Labels()
     power: PowerSettings | None = None
+    replay: ReplaySettings = ReplaySettings()
 
     def reading(self) -> Reading:
         """What `analysis.stats.compare` needs of the profile."""

@@ -5,7 +5,10 @@ difference is zero", with the site as the unit: each site's pairs add up
 their signs, and the reference distribution flips each site's sum as one
 (exact over every flip for up to `EXACT_SITES` sites, the normal
 approximation beyond). Where every site gives a single sign this is the
-exact binomial sign test. Pairs of one site are not independent, so a test
+exact binomial sign test. Its null hypothesis is that a site's sign sum is
+as likely positive as negative (symmetric about zero), which implies
+P(slower) = P(faster); see `sign_test` for what that does and does not
+assume, and how ties count. Pairs of one site are not independent, so a test
 that counted them as such would find "differences" a study's sites do not
 support.
 
@@ -34,8 +37,19 @@ ADJUSTMENT_NAMES = {HOLM: "Holm", BH: "Benjamini-Hochberg"}
 
 
 def sign_test(differences: np.ndarray, sites: np.ndarray | None = None) -> float:
-    """Two-sided p-value of the sign test of a zero median, resampling units ``sites`` (one per difference;
-    None: every difference its own unit). Zero differences carry no sign; all zero gives 1."""
+    """Two-sided p-value of the sign test by site: units ``sites`` (one per difference; None: every difference
+    its own unit, the classical sign test).
+
+    What it tests: that each site's sign sum U_i (pairs slower minus pairs faster) is as likely to be +u as
+    -u, independently between sites, so that flipping every site's sum as a whole gives the reference
+    distribution of S = sum U_i (conditional on the |U_i|). That holds when, at every site, a pair is as
+    likely slower as faster, and more generally when sites leaning one way are matched by sites leaning the
+    other way as strongly; it implies P(slower) = P(faster) over the pairs, a zero median difference, and
+    with one pair per site it is exactly that. It assumes nothing about the shape of the differences (not
+    their symmetry, which the signed-rank test needs) and says nothing about their mean. Ties: a zero
+    difference has no sign and adds nothing; a site whose signs cancel (U_i = 0) carries no direction and
+    drops out, as ties do from the classical test, so the exact enumeration counts only sites with a
+    non-zero sum. All zero gives 1."""
     d = np.asarray(differences, dtype=float)
     units = np.arange(len(d)) if sites is None else np.asarray(sites)
     if units.dtype.kind not in "iu" or (len(units) and units.min() < 0):  # not codes 0, 1, ...: make them so

@@ -3,8 +3,8 @@
 A cell's interval comes from resampling its sites (analysis/resampling.py),
 its p-value from the sign test by site (analysis/significance.py), and its
 verdict from both; the verdicts of one grid are then adjusted together
-(`adjust_family`). Where every site has a single pair, the median's interval
-is the exact bootstrap percentile interval of the pairs.
+(`adjust_family`). The median is `analysis.resampling.median` throughout:
+the point estimate and every resample's median alike.
 """
 
 from __future__ import annotations
@@ -21,18 +21,22 @@ from analysis.resampling import (
     Resamples,
     Sample,
     draw_resamples,
-    exact_median_interval,
+    intervals,
     intervals_of,
+    median,
     percentile_levels,
+    percentiles,
     sample,
 )
 from analysis.significance import adjust, family_size, sign_test
 
 
-def median_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Exact bootstrap percentile interval of the median of independent ``values``."""
+def median_interval(values: np.ndarray, confidence: float, resamples: int = 1000, seed: int = 1) -> tuple[float, float]:
+    """Bootstrap percentile interval of the median (`analysis.resampling.median`) of independent ``values``."""
     alpha = 1 - confidence
-    return exact_median_interval(values, alpha / 2, 1 - alpha / 2)
+    units = len(values)
+    drawn = draw_resamples(np.zeros(units, dtype=int), resamples, seed)
+    return intervals(np.asarray(values, dtype=float), np.arange(units), drawn, (alpha / 2, 1 - alpha / 2), 0.0).median
 
 
 @dataclass(frozen=True)
@@ -186,20 +190,20 @@ def _descriptive_statistics(d: np.ndarray, sites: int, reading: Reading) -> Pair
     )
     if n == 0:
         return empty
-    median, mean = float(np.median(d)), float(np.mean(d))
+    middle, mean = median(d), float(np.mean(d))
     p10, p90 = (float(q) for q in np.percentile(d, [10, 90]))  # linear interpolation: p10(-d) == -p90(d)
     large = reading.large_difference_ms
     return replace(
         empty,
-        median_ms=median,
+        median_ms=middle,
         hodges_lehmann_ms=hodges_lehmann(d),
         mean_ms=mean,
         p10_ms=p10,
         p90_ms=p90,
         share_row_slower=float(np.count_nonzero(d > large)) / n,
         share_row_faster=float(np.count_nonzero(d < -large)) / n,
-        sign_disagrees=signs_disagree(median, mean, reading.indistinguishable_ms),
-        shade=shade_of(median, reading.thresholds_ms),
+        sign_disagrees=signs_disagree(middle, mean, reading.indistinguishable_ms),
+        shade=shade_of(middle, reading.thresholds_ms),
     )
 
 
@@ -309,12 +313,28 @@ def wilson_interval(successes: int, n: int, confidence: float) -> tuple[float, f
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def rate_difference(s1: int, n1: int, s2: int, n2: int, confidence: float) -> tuple[float, float, float]:
-    """p1 - p2 with Newcombe's hybrid score interval (independent samples)."""
-    if n1 == 0 or n2 == 0:
-        return math.nan, math.nan, math.nan
-    p1, p2 = s1 / n1, s2 / n2
-    l1, u1 = wilson_interval(s1, n1, confidence)
-    l2, u2 = wilson_interval(s2, n2, confidence)
-    d = p1 - p2
-    return d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+def rate_differences(
+    successes: np.ndarray, visits: np.ndarray, pairs: list[tuple[int, int]], resamples: Resamples, reading: Reading
+) -> list[tuple[float, float, float]]:
+    """p_a - p_b, the difference of two pooled success rates, with its interval from the sites' bootstrap, for
+    each (a, b) of ``pairs``: ``successes[:, c]`` and ``visits[:, c]`` are each site's (the resamples' units)
+    Successful and counted visits under configuration c. A resample's rates are its sites' visits pooled, each
+    site with all of its visits, so a site's many visits count as one site's evidence (Newcombe's interval,
+    used before, treated every visit as independent). The percentiles are read as the grid's are
+    (``reading.interval``, for the sites visited under a or b); a resample that drew no visit under a or b is
+    left out. nan without visits under either."""
+    sums = resamples.weights @ np.hstack([successes, visits])
+    k = successes.shape[1]
+    done = []
+    for a, b in pairs:
+        n_a, n_b = float(visits[:, a].sum()), float(visits[:, b].sum())
+        if not n_a or not n_b:
+            done.append((math.nan, math.nan, math.nan))
+            continue
+        d = float(successes[:, a].sum()) / n_a - float(successes[:, b].sum()) / n_b
+        kept = (sums[:, k + a] > 0) & (sums[:, k + b] > 0)
+        resampled = sums[kept, a] / sums[kept, k + a] - sums[kept, b] / sums[kept, k + b]
+        sites = int(np.count_nonzero(visits[:, a] + visits[:, b]))
+        levels = percentile_levels(reading.confidence, sites, reading.interval)
+        done.append((d, *percentiles(resampled, levels)) if len(resampled) else (d, math.nan, math.nan))
+    return done

@@ -12,13 +12,15 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analysis.metrics import Metric
-from analysis.pairs import STRATA, configurations
+from analysis.pairs import configurations, units
+from analysis.resampling import Resamples, draw_resamples
 from analysis.settings import AnalysisSettings
 from analysis.significance import adjust, rate_difference_test
-from analysis.stats import rate_difference, wilson_interval
+from analysis.stats import Reading, rate_differences, wilson_interval
 
 STRICT_ORDER = ["Successful", "Page-load Timeout", "DNS Error", "Selenium Error", "Other Error"]
 INFRASTRUCTURE = "Infrastructure Failure"
@@ -95,29 +97,77 @@ def side_by_side_table(visits: pd.DataFrame, column: str, settings: AnalysisSett
     return pd.DataFrame(rows)
 
 
+def session_modes(visits: pd.DataFrame) -> list[str]:
+    """The (browser session, resolver connection) modes in the visits, as "fresh cold", "reused warm", ..."""
+    modes = visits["browser_session"].astype(str) + " " + visits["resolver_connection"].astype(str)
+    return sorted(modes.unique())
+
+
+def session_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
+    """Per network and configuration, for each browser session and resolver connection: counted visits, median
+    onLoad (ms) of Successful ones, median new resolver connections, and the share whose first query went on an
+    open connection; then warm minus cold of the medians where a session mode has both."""
+    labels, modes = settings.labels, session_modes(visits)
+    mode_of = visits["browser_session"].astype(str) + " " + visits["resolver_connection"].astype(str)
+    rows = []
+    for network in _networks(visits):
+        sub = visits[(visits["network"] == network) & visits["counted"].fillna(False).astype(bool)]
+        for resolver, protocol in configurations(visits):
+            mine = sub[(sub["resolver"] == resolver) & (sub["protocol"] == protocol)]
+            if mine.empty:
+                continue
+            row: dict[str, object] = {
+                "network": labels.network(network),
+                "resolver": labels.resolver(resolver),
+                "protocol": labels.protocol(protocol),
+            }
+            medians = {}
+            for mode in modes:
+                here = mine[mode_of[mine.index] == mode]
+                ok = here[here["error_class"] == "Successful"]
+                medians[mode] = float(ok["on_load_ms"].median()) if len(ok) else float("nan")
+                row[f"{mode} visits"] = len(here)
+                row[f"{mode} median onLoad ms"] = round(medians[mode], 1)
+                row[f"{mode} handshakes"] = float(here["resolver_handshakes"].median()) if len(here) else float("nan")
+                opened = here["first_query_open"].dropna()
+                row[f"{mode} first query open %"] = (
+                    round(_pct(int(opened.sum()), len(opened)), 1) if len(opened) else float("nan")
+                )
+            for session in ("fresh", "reused"):
+                if f"{session} warm" in medians and f"{session} cold" in medians:
+                    row[f"{session}: warm - cold ms"] = round(
+                        medians[f"{session} warm"] - medians[f"{session} cold"], 1
+                    )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def success_differences(
     visits: pd.DataFrame, settings: AnalysisSettings, adjustment: str | None = None
 ) -> pd.DataFrame:
-    """Success-rate difference of every two configurations per network: Newcombe's interval, a p-value by site
-    (analysis.significance.rate_difference_test) and that p-value adjusted over the whole table, one family
-    (``adjustment``: the profile's unless told). ``differs``: the interval clear of zero and the adjusted
-    p-value below 1 - confidence."""
-    labels, confidence = settings.labels, settings.statistics.confidence
+    """Success-rate difference of every two configurations per network, with the site as the unit: its interval
+    from a bootstrap of sites (analysis.stats.rate_differences; a site measured at several vantage points is
+    one unit, analysis.pairs.units), a p-value by site (analysis.significance.rate_difference_test) and that
+    p-value adjusted over the whole table, one family (``adjustment``: the profile's unless told). ``differs``:
+    the interval clear of zero and the adjusted p-value below 1 - confidence."""
+    labels, reading = settings.labels, settings.reading()
     counted = visits[visits["error_class"].astype(str) != INFRASTRUCTURE]
+    order = configurations(visits)
     rows, p_values = [], []
     for network in _networks(visits):
-        tally = _site_tally(counted[counted["network"] == network])
-        for a, b in combinations(configurations(visits), 2):
-            (s1, n1), (s2, n2) = tally.get(a, _NO_SITES), tally.get(b, _NO_SITES)
-            sites = n1.index.union(n2.index)  # a site visited under one only counts, with nothing under the other
-            s1, n1, s2, n2 = (v.reindex(sites, fill_value=0).to_numpy() for v in (s1, n1, s2, n2))
-            d, low, high = rate_difference(int(s1.sum()), int(n1.sum()), int(s2.sum()), int(n2.sum()), confidence)
+        successes, tallies, resamples = _site_tally(counted[counted["network"] == network], order, reading)
+        pairs = list(combinations(range(len(order)), 2))
+        for (a, b), (d, low, high) in zip(
+            pairs, rate_differences(successes, tallies, pairs, resamples, reading), strict=True
+        ):
+            s1, n1, s2, n2 = successes[:, a], tallies[:, a], successes[:, b], tallies[:, b]
             p_values.append(rate_difference_test(s1, n1, s2, n2))
             rows.append(
                 {
                     "network": labels.network(network),
-                    "a": labels.configuration(*a),
-                    "b": labels.configuration(*b),
+                    "a": labels.configuration(*order[a]),
+                    "b": labels.configuration(*order[b]),
+                    "sites": int(np.count_nonzero(n1 + n2)),
                     "a success %": _pct(int(s1.sum()), int(n1.sum())),
                     "b success %": _pct(int(s2.sum()), int(n2.sum())),
                     "difference (a - b) pp": round(100 * d, 2),
@@ -129,22 +179,25 @@ def success_differences(
     method = adjustment or settings.statistics.adjustment
     for row, p, adjusted in zip(rows, p_values, adjust(p_values, method), strict=True):
         row.update({"p_value": p, "p_adjusted": adjusted, "adjustment": method})
-        row["differs"] = bool(row.pop("clear of zero") and adjusted is not None and adjusted < 1 - confidence)
+        row["differs"] = bool(row.pop("clear of zero") and adjusted is not None and adjusted < 1 - reading.confidence)
     return pd.DataFrame(rows)
 
 
-_NO_SITES = (pd.Series(dtype=float), pd.Series(dtype=float))
-
-
-def _site_tally(visits: pd.DataFrame) -> dict[tuple[str, str], tuple[pd.Series, pd.Series]]:
-    """Per configuration, each site's (at its vantage point) Successful visits and counted visits."""
-    success = (visits["error_class"].astype(str) == "Successful").astype(float)
-    keys = [visits[c] for c in ("resolver", "protocol", *STRATA, "site")]
-    grouped = success.groupby(keys, observed=True).agg(["sum", "count"])
-    return {
-        (str(resolver), str(protocol)): (part["sum"].droplevel([0, 1]), part["count"].droplevel([0, 1]).astype(float))
-        for (resolver, protocol), part in grouped.groupby(level=[0, 1], observed=True)
-    }
+def _site_tally(
+    visits: pd.DataFrame, order: list[tuple[str, str]], reading: Reading
+) -> tuple[np.ndarray, np.ndarray, Resamples]:
+    """Per unit (a site, with all the vantage points that measured it: analysis.pairs.units) and configuration
+    of ``order``: Successful visits and counted visits, (units, configurations) each; and the units' resamples.
+    A site visited under one configuration only counts, with nothing under the other."""
+    codes, strata = units(visits) if len(visits) else (np.zeros(0, dtype=int), np.zeros(0, dtype=int))
+    keys = pd.MultiIndex.from_arrays([visits["resolver"].astype(str), visits["protocol"].astype(str)])
+    which = pd.MultiIndex.from_tuples(order).get_indexer(keys)
+    success = (visits["error_class"].astype(str) == "Successful").to_numpy(dtype=float)
+    size = len(strata) * len(order)
+    flat = codes * len(order) + which if len(visits) else np.zeros(0, dtype=int)
+    successes = np.bincount(flat, weights=success, minlength=size).reshape(len(strata), len(order))
+    tallies = np.bincount(flat, minlength=size).astype(float).reshape(len(strata), len(order))
+    return successes, tallies, draw_resamples(strata, reading.resamples, reading.seed)
 
 
 def without_metric(visits: pd.DataFrame, metric: Metric) -> tuple[int, int]:

@@ -6,8 +6,9 @@ bimodal visit noise, with and without a site effect of sd 300 ms) for 8, 20,
 counts how often each interval method's interval of the median, the mean and
 the share of pairs above +300 ms holds the population's value:
 
-- pair-percentile: pairs resampled as if independent, plain percentiles (the
-  median's computed exactly), what the analysis did before issue 34;
+- pair-percentile: pairs resampled as if independent, plain percentiles, what
+  the analysis did before issue 34 (then with the median's bootstrap
+  computed exactly for a lower median; every median is numpy's now);
 - pair-expanded: the same with Hesterberg's expanded percentiles;
 - site-percentile: sites resampled with all their rounds, plain percentiles;
 - site-expanded: sites resampled, expanded percentiles.

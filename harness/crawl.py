@@ -152,7 +152,10 @@ class Crawl(StudyRun[CrawlSummary]):
         """
         if visitor is not None:
             self.station.visitor = visitor
-        return super().run()
+        try:
+            return super().run()
+        finally:
+            self.station.end_session()
 
     def _locked(self) -> AbstractContextManager[None]:
         return crawling(self.place, Path(os.path.realpath(self.store.path)))

@@ -107,6 +107,13 @@ class ClientSide:
     def _write_resolv_conf(self, text: str) -> None:
         etc = netns.ETC_NETNS / self.namespace
         etc.mkdir(parents=True, exist_ok=True)
+        if (etc / "resolv.conf").is_file():
+            # In place: a browser serving many visits sees the file `ip netns exec` bind-mounted at its start,
+            # this inode, and glibc reads it again when its mtime changes; a renamed new file it would never see.
+            with open(etc / "resolv.conf", "r+") as f:
+                f.write(text)
+                f.truncate()
+            return
         tmp = etc / "resolv.conf.tmp"
         tmp.write_text(text)
         tmp.replace(etc / "resolv.conf")
@@ -205,6 +212,11 @@ class Place(ABC):
     def active_faults(self) -> list[Fault]:
         """The faults the place carries now, as its state records them (none where none can be applied)."""
         return []
+
+    def replay_events(self, since: float, until: float) -> dict[str, int] | None:
+        """The misses and fuzzy matches its web replayed between two Unix times ({"miss": n, "fuzzy": m}), or
+        None where the place replays no archive (docs/replay.md)."""
+        return None
 
     def faults_touching(self, resolver: str, protocol: str) -> list[str]:
         """The names of the faults a visit to ``resolver`` over ``protocol`` meets now (what its record keeps)."""

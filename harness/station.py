@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.arms.evidence import resolver_counters
+from harness.browser.base import SessionPolicy
 from harness.browser.registry import DEFAULT_BROWSER
 from harness.daemons import stopped
 from harness.errors import HarnessError
@@ -94,6 +95,8 @@ class Station:
                 browser_dns=s.browser_dns if browser == DEFAULT_BROWSER else None,
                 stubs=s.arms.stubs,
                 browser=browser,
+                session=SessionPolicy(s.browser_session, s.browser_restart.visits, s.browser_restart.memory_mb),
+                resolver_connection=s.resolver_connection,
             )
         return self._visitors[browser]
 
@@ -126,6 +129,7 @@ class Station:
         ``on_check`` sees every check as it is made (to keep it, also a failed one). Raises CrawlHalted if a
         resolver hangs or the link check fails twice.
         """
+        self.end_session()  # a reused browser serves one block: the next gets a new one
         self.require_responsive(visit)  # a frozen resolver would fail the link check's neighbours, then visits
         link = self.links[network]
         self._network = network
@@ -145,6 +149,11 @@ class Station:
                 "the crawl stopped with the visit still planned"
             )
         return checks[-1]
+
+    def end_session(self) -> None:
+        """End the reused browsers, if any run (a block's end, its timer run, the crawl's end)."""
+        for visitor in dict.fromkeys(self._visitors.values()):  # a test's one visitor serves every browser
+            visitor.close()
 
     def describe_check(self, block: int, network: str, check: dict) -> str:
         """The console line of a block's link check."""
@@ -272,6 +281,7 @@ class Station:
 
         None when stopped part-way: the block is timed again on resume, whole.
         """
+        self.end_session()  # no browser idles beside the timer with connections open
         self.shaper.apply(self.links[network])  # re-applies only if the link is not shaped so already
         t = self.study.timer
         settings = TimerSettings(timeout_ms=t.timeout_ms, idle_timeout_ms=t.idle_timeout_ms, concurrency=t.concurrency)

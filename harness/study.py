@@ -138,6 +138,17 @@ class ArmSettings(BaseModel):
         return value
 
 
+class BrowserRestart(BaseModel):
+    """When a browser that serves many visits (`browser_session = "reused"`) is replaced by a new one."""
+
+    model_config = ConfigDict(extra="forbid")
+    # After this many visits (0: never). Measured: PSS grew about 0.5 MiB a visit after the first ten (289 MiB
+    # after 1 visit, 352 after 100; docs/visit.md, "A reused browser"), so 200 visits stay near 400 MiB.
+    visits: int = Field(default=200, ge=0, le=100_000)
+    # Once the browser's processes use more than this (proportional set size, MiB; 0: no limit).
+    memory_mb: int = Field(default=2048, ge=0, le=1_000_000)
+
+
 class LabFault(BaseModel):
     """A lab fault the crawl applies for its whole length (harness/lab/faults.py, docs/lab.md)."""
 
@@ -200,6 +211,11 @@ class Study(BaseModel):
     arms: ArmSettings = ArmSettings()
     # The browser's DNS behaviour (TRR timeouts, caching, prefetch, ...): a preference profile, each value sourced.
     browser_dns: Annotated[str, AfterValidator(_browser_dns)] = DNS_CURRENT
+    # A new browser for every visit (the reference design), or one for the visits of a network block, cleared
+    # before each (docs/visit.md); and whether the connection to the resolver is open before each navigation.
+    browser_session: Literal["fresh", "reused"] = "fresh"
+    resolver_connection: Literal["cold", "warm"] = "cold"
+    browser_restart: BrowserRestart = BrowserRestart()
     faults: list[LabFault] = Field(default_factory=list)  # lab studies: faults applied while the crawl runs
     # Where the visits run, each by a worker of its own (docs/distributed.md); none: one host, `dnsstudy crawl`.
     vantage_points: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")]] = Field(default_factory=list)

@@ -1,4 +1,4 @@
-"""One visit: a URL, a DNS arm, a fresh browser; the result, its HAR and the arm's proof.
+"""One visit: a URL, a DNS arm, a browser (fresh, or reused and cleared); the result, its HAR and the arm's proof.
 
 `Visitor` holds what many visits share (the place, its shaper, the browser,
 versions); the crawl drives it visit after visit. It talks to the browser only
@@ -21,13 +21,14 @@ from harness import __version__
 from harness.arms import DnsArm, arm_class, make_arm
 from harness.arms.evidence import (
     ArmProof,
+    ResolverConnections,
     client_counters,
     judge,
     path_failure,
     reset_client_counters,
     resolver_counters,
 )
-from harness.browser.base import PageLoad
+from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.har import check_har, write_har
 from harness.browser.registry import DEFAULT_BROWSER, make_browser
 from harness.daemons import stopped
@@ -41,6 +42,10 @@ from harness.shaping.shaper import Shaper, shape
 ONLOAD_TOLERANCE_MS = 50.0
 #: How often the place's daemons are looked at during a visit (a frozen resolver shows within this).
 WATCH_S = 0.25
+#: The resolver connection's state when a visit starts: opened by the visit's first query, or open already.
+RESOLVER_CONNECTIONS = ("cold", "warm")
+#: What the warm-up query asks for: a name no page uses (RFC 6761 reserves .invalid), answered by the resolver.
+WARM_UP_NAME = "dnsstudy-warm-up.invalid"
 
 
 @dataclass
@@ -79,6 +84,17 @@ class VisitResult:
     # The place's faults this visit met (harness/lab/faults.py), by name: all at its resolver, on its protocol
     # or on its certificate. A crawl runs beside no fault but those its study declares.
     faults: list[str] = field(default_factory=list)
+    browser_session: str = "fresh"  # a new browser for the visit, or one that serves many ("reused")
+    session_ordinal: int = 1  # the visit's place in its browser's life (1: the browser's first visit)
+    browser_restart: str | None = None  # why this visit's browser replaced the one before (a reused session)
+    resolver_connection: str = "cold"  # the connection to the resolver was opened by the visit, or before it
+    warm_up: str | None = None  # the warm-up query's failure, if it failed
+    resolver_handshakes: int | None = None  # new connections to the resolver during the visit (TCP transports)
+    first_query_open: bool | None = None  # the visit's first query went on a connection open before it
+    # On a web replayed from an archive (docs/replay.md): requests the archive could not answer, and those
+    # answered with a recorded query string that differed. None: the place served no archive.
+    replay_misses: int | None = None
+    replay_fuzzy: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,8 +115,10 @@ class _Observed:
     after: dict[str, int] | None = None
     packets: dict[str, int] = field(default_factory=dict)
     place_problem: str | None = None  # a daemon of the place died during the visit
+    replay: dict[str, int] | None = None  # a replayed web's misses and fuzzy matches during the load
     authentication_failed: bool = False  # the arm's own report: the resolver's certificate did not verify
     faults: list[str] = field(default_factory=list)  # the place's faults the visit met
+    warm_up: str | None = None  # the warm-up query's failure (a warm connection), if it failed
 
     @property
     def unmeasured(self) -> str | None:
@@ -131,14 +149,26 @@ class Visitor:
         browser_dns: str | Path | None = None,
         stubs: dict[str, str] | None = None,
         browser: str = DEFAULT_BROWSER,
+        session: SessionPolicy | None = None,
+        resolver_connection: str = "cold",
     ):
-        """``browser_dns`` names the browser's DNS settings (None: the browser's default profile)."""
+        """``browser_dns`` names the browser's DNS settings (None: the browser's default profile); ``session``
+        whether one browser serves many visits; ``resolver_connection`` whether a warm-up query opens the
+        connection to the resolver before each navigation ("warm") or the visit's first query does ("cold")."""
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
+        if resolver_connection not in RESOLVER_CONNECTIONS:
+            raise HarnessError(f"resolver connection '{resolver_connection}': choose one of cold, warm")
         place.require_healthy()
         self.place = place
         self.shaper = Shaper(place)
         self.client = place.client_side()
-        self.browser = make_browser(browser, self.client, timeout=timeout, margin=margin, browser_dns=browser_dns)
+        if session is not None and session.reused and self.client.system_resolver is None:
+            # A long-lived browser sees the resolv.conf bind-mounted when it started; it needs one to exist.
+            raise HarnessError(f"{place.name}: a reused browser needs the client namespace's own resolv.conf")
+        self.resolver_connection = resolver_connection
+        self.browser = make_browser(
+            browser, self.client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session
+        )
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
         self.stub_idle_timeout_ms = stub_idle_timeout_ms
@@ -217,15 +247,20 @@ class Visitor:
         if seen.arm_problem is not None or seen.link_problem is not None:
             return seen
         control = arm.resolver.control_config
+        prepared = self._prepare(arm, seen)
         reset_client_counters(self.client.namespace, arm.resolver)
         try:
             seen.before = resolver_counters(control) if control else None
         except HarnessError as exc:  # the resolver is dead or hangs: no visit can prove anything
             seen.place_problem = _place_problem(self.place) or str(exc)
+            if prepared:
+                self.browser.stop()
             return seen
         arm.begin_visit()
+        loading = time.time()
         with _DaemonWatch(self.place) as watch:
-            seen.report = self._load(url, arm)
+            seen.report = self._load(url, arm, prepared).add_phases(seen.report.phases)
+        seen.replay = self.place.replay_events(loading, time.time())
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None
@@ -237,13 +272,35 @@ class Visitor:
         seen.authentication_failed = arm.authentication_failed(seen.report.trr_failure)
         return seen
 
-    def _load(self, url: str, arm: DnsArm) -> PageLoad:
-        """Start the browser for ``arm``, load ``url``, stop the browser (its time is in the load's phases)."""
+    def _prepare(self, arm: DnsArm, seen: _Observed) -> bool:
+        """Whether the browser was started (and the resolver connection warmed) before the counted window.
+
+        A reused browser is cleared, and a warm connection opened, before the counters start, so they count
+        the visit alone; a fresh browser with a cold connection starts inside the window, as the reference
+        design's did.
+        """
+        if not (self.browser.session.reused or self.resolver_connection == "warm"):
+            return False
+        self.browser.start(arm)
+        if self.resolver_connection == "warm":
+            t = time.monotonic()
+            seen.warm_up = self.browser.warm_resolver(WARM_UP_NAME)
+            seen.report.phases["warm_up"] = time.monotonic() - t
+        return True
+
+    def _load(self, url: str, arm: DnsArm, started: bool = False) -> PageLoad:
+        """Start the browser for ``arm`` (unless `_prepare` did), load ``url``, end the visit's browser (its time
+        is in the load's phases)."""
         try:
-            self.browser.start(arm)
+            if not started:
+                self.browser.start(arm)
             return self.browser.load(url)
         finally:
             self.browser.stop()
+
+    def close(self) -> None:
+        """End a reused browser (a network block's end, the crawl's); nothing for fresh ones."""
+        self.browser.close()
 
     def _keep_har(self, seen: _Observed, page_loaded: bool) -> _Har:
         """Build the HAR from the events; write it if it is valid or the page loaded."""
@@ -316,8 +373,24 @@ class Visitor:
             link=seen.link,
             browser_dns=self._browser_dns_record(report.prefs),
             faults=seen.faults,
+            **self._session_record(arm, seen),
+            **_replay_counts(seen.replay),
             **_paint_metrics(report.paint, outcome),
         )
+
+    def _session_record(self, arm: DnsArm, seen: _Observed) -> dict:
+        """The browser's session and the resolver connection's state: as chosen, and as the counters saw it."""
+        warm = self.resolver_connection == "warm"
+        connections = ResolverConnections.count(arm.protocol, seen.packets, warm) if seen.packets else None
+        return {
+            "browser_session": self.browser.session.mode,
+            "session_ordinal": self.browser.session_ordinal,
+            "browser_restart": self.browser.restart_reason,
+            "resolver_connection": self.resolver_connection,
+            "warm_up": seen.warm_up,
+            "resolver_handshakes": connections.handshakes if connections else None,
+            "first_query_open": connections.first_query_open if connections else None,
+        }
 
     def _browser_dns_record(self, read: dict) -> dict:
         """The DNS preference profile, the values read back from the running browser, and any that differ."""
@@ -325,7 +398,12 @@ class Visitor:
         return {"profile": self.browser.browser_dns, "values": read, "differs": differs}
 
 
-def _paint_metrics(paint: dict, outcome: Outcome) -> dict[str, float | None]:
+def _replay_counts(replay: dict[str, int] | None) -> dict:  # replay_misses, replay_fuzzy: int | None
+    """A replayed web's misses and fuzzy matches during the load (None where the place served no archive)."""
+    return {"replay_misses": replay["miss"] if replay else None, "replay_fuzzy": replay["fuzzy"] if replay else None}
+
+
+def _paint_metrics(paint: dict, outcome: Outcome) -> dict:  # fcp_ms, lcp_ms: float | None
     """FCP and LCP of a Successful visit, rounded to the microsecond (the timeline's precision); None otherwise."""
     ok = outcome.error_class is ErrorClass.SUCCESSFUL
     return {

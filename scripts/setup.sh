@@ -3,7 +3,7 @@
 # and the Go module proxy. Idempotent: a second run changes nothing.
 # Run as root from anywhere:
 #   bash scripts/setup.sh            # every step, in order (a host, and CI)
-#   bash scripts/setup.sh STEP...    # some of: packages toolchains helpers geckodriver accounts venv project
+#   bash scripts/setup.sh STEP...    # some of: packages toolchains helpers geckodriver accounts venv mitmproxy project
 # docker/Dockerfile runs the steps its stages need, so a host and an image are set up alike.
 set -euo pipefail
 
@@ -11,7 +11,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 GECKODRIVER_VERSION=0.37.1   # crates.io; Debian does not package geckodriver
-STEPS=(packages toolchains helpers geckodriver accounts venv project)
+STEPS=(packages toolchains helpers geckodriver accounts venv mitmproxy project)
 
 log() { printf 'setup: %s\n' "$*"; }
 
@@ -119,14 +119,29 @@ step_accounts() {
   fi
 }
 
-# Python: a project-local virtual environment from the one lock (requirements.txt only,
-# so that an image caches it apart from the source)...
+# Python: a project-local virtual environment from the one lock (requirements*.txt only,
+# so that an image caches it apart from the source): its development half, which includes
+# the run-time half, unless DNSSTUDY_REQUIREMENTS names another (the image: requirements.txt)...
 step_venv() {
+  local lock="${DNSSTUDY_REQUIREMENTS:-requirements-dev.txt}"
   if [ ! -x .venv/bin/python ]; then
     log "creating .venv"
     /usr/bin/python3 -m venv .venv
   fi
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$lock"
+}
+
+# mitmproxy for 'dnsstudy record', in an environment of its own: its pins clash with ours
+# (scripts/mitmproxy-requirements.txt is its lock). World-readable: mitmdump runs as the helper account.
+step_mitmproxy() {
+  if [ ! -x build/mitmproxy-venv/bin/python ]; then
+    log "creating build/mitmproxy-venv"
+    mkdir -p build
+    /usr/bin/python3 -m venv build/mitmproxy-venv
+  fi
+  build/mitmproxy-venv/bin/python -m pip install -q --disable-pip-version-check \
+    -r scripts/mitmproxy-requirements.txt
+  chmod -R a+rX build/mitmproxy-venv
 }
 
 # ...and the project itself, installed in place.

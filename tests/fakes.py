@@ -203,6 +203,9 @@ class FakeVisitor(Visitor):
         self.versions = {"firefox": "fake", "geckodriver": "fake", "dnsstudy": "test"}
         self.calls: list[tuple[str, str, str, str]] = []  # (url, resolver, protocol, network) of every visit_once
 
+    def close(self) -> None:
+        """No browser to end."""
+
     def visit_once(self, url: str, protocol: str, resolver: str) -> VisitResult:
         self.calls.append((url, resolver, protocol, self.network))
         n = len(self.calls)

@@ -2,8 +2,10 @@
 
 `pip install .` must give every command working: pyproject.toml declares every distribution the code
 under harness/ and analysis/ imports (the tests, benchmarks and scripts may use the `dev` extra too).
-requirements.txt is the one lock: every declared distribution and everything those need, at one exact
-version that meets pyproject's bound, and what the environment running these tests has installed.
+requirements.txt and requirements-dev.txt are the one lock, in two halves: every declared distribution and
+everything those need, at one exact version that meets pyproject's bound, and what the environment running
+these tests has installed. The run-time half (requirements.txt, all the image installs) holds exactly what the
+dependencies and the build need, so no test or lint tool reaches the image; the development half adds the rest.
 """
 
 from __future__ import annotations
@@ -32,15 +34,46 @@ def _declared(requirements: Iterable[str]) -> dict[str, Requirement]:
     return {canonicalize_name(r.name): r for r in map(Requirement, requirements)}
 
 
-def _lock() -> dict[str, str]:
-    """requirements.txt: canonical name -> pinned version."""
+RUNTIME_LOCK, DEV_LOCK = "requirements.txt", "requirements-dev.txt"
+
+
+def _pins(lock: str) -> dict[str, str]:
+    """One half of the lock: canonical name -> pinned version (the `-r` that includes the other half skipped)."""
     pins: dict[str, str] = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
+    for line in (ROOT / lock).read_text().splitlines():
         line = line.split("#")[0].strip()
-        if line:
+        if line and not line.startswith("-r "):
             name, _, pinned = line.partition("==")
             pins[canonicalize_name(name.split("[")[0])] = pinned
     return pins
+
+
+def _lock() -> dict[str, str]:
+    """The whole lock, both halves: canonical name -> pinned version."""
+    return {**_pins(RUNTIME_LOCK), **_pins(DEV_LOCK)}
+
+
+def _runtime_roots() -> list[str]:
+    """What the run-time half must serve: the project's dependencies and its build's requirements."""
+    data = _pyproject()
+    return [*data["project"]["dependencies"], *data["build-system"]["requires"]]
+
+
+def closure(roots: Iterable[str]) -> set[str]:
+    """Canonical names of the installed distributions ``roots`` need, transitively (their extras followed)."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    stack = [Requirement(r) for r in roots]
+    while stack:
+        req = stack.pop()
+        key = (canonicalize_name(req.name), tuple(sorted(req.extras)))
+        if key in seen:
+            continue
+        seen.add(key)
+        for line in requires(req.name) or []:
+            need = Requirement(line)
+            if need.marker is None or any(need.marker.evaluate({"extra": e}) for e in ("", *req.extras)):
+                stack.append(need)
+    return {name for name, _ in seen}
 
 
 def imported_modules(paths: Iterable[Path]) -> dict[str, Path]:
@@ -109,7 +142,7 @@ def test_the_lock_pins_every_declared_distribution_within_its_bounds():
     project, lock = _pyproject()["project"], _lock()
     wanted = _declared([*project["dependencies"], *project["optional-dependencies"]["dev"]])
     missing = sorted(name for name in wanted if name not in lock)
-    assert missing == [], f"declared in pyproject.toml, not pinned in requirements.txt: {missing}"
+    assert missing == [], f"declared in pyproject.toml, not pinned in {RUNTIME_LOCK} or {DEV_LOCK}: {missing}"
     outside = sorted(f"{name}=={lock[name]} ({r})" for name, r in wanted.items() if lock[name] not in r.specifier)
     assert outside == [], f"pinned outside pyproject.toml's bounds: {outside}"
 
@@ -136,8 +169,31 @@ def test_the_lock_is_closed_and_installed():
             if need.marker is None or any(need.marker.evaluate(env) for env in wanted_for):
                 if canonicalize_name(need.name) not in lock:
                     unpinned.add(f"{need.name} (needed by {name})")
-    assert sorted(unpinned) == [], "not pinned in requirements.txt"
+    assert sorted(unpinned) == [], f"not pinned in {RUNTIME_LOCK} or {DEV_LOCK}"
     assert drift == [], "the environment is not the lock: run 'bash scripts/setup.sh venv'"
+
+
+def test_the_lock_halves_are_one_lock():
+    """Development includes run time, and no distribution is pinned in both (one version, in one place)."""
+    assert "-r requirements.txt" in (ROOT / DEV_LOCK).read_text().splitlines()
+    twice = sorted(set(_pins(RUNTIME_LOCK)) & set(_pins(DEV_LOCK)))
+    assert twice == [], f"pinned in both {RUNTIME_LOCK} and {DEV_LOCK}: {twice}"
+
+
+def test_the_runtime_half_is_what_the_tool_needs_and_nothing_else():
+    """requirements.txt (all the image installs) is the closure of pyproject's dependencies and build
+    requirements: nothing they need is only in the development half, and no test or lint tool is in it."""
+    needed, runtime = closure(_runtime_roots()), set(_pins(RUNTIME_LOCK))
+    assert sorted(needed - runtime) == [], f"needed at run time, not in {RUNTIME_LOCK}"
+    assert sorted(runtime - needed) == [], f"in {RUNTIME_LOCK}, needed only by the development tools"
+    assert {"pytest", "mypy", "ruff", "jedi", "ipykernel"} <= set(_pins(DEV_LOCK))
+
+
+def test_the_closure_follows_requirements_and_their_extras():
+    """The reader of installed metadata finds what is known: httpx[http2] needs h2, pytest needs pluggy."""
+    assert {"httpx", "httpcore", "h2", "hpack"} <= closure(["httpx[http2]"])
+    assert "h2" not in closure(["httpx"])
+    assert "pluggy" in closure(["pytest"])
 
 
 def test_the_version_is_in_one_place():

@@ -4,9 +4,10 @@ The compose tests are fast: the file is validated by docker-compose (Debian's, w
 checks it against the Compose Specification's schema without an engine) and read
 for what the deployment promises. The `image` tests build the image from this
 checkout with docker/build.sh (a debootstrapped base, `podman build
---isolation=chroot`) and run commands inside it with `buildah run --isolation
-chroot`: no container runtime starts here (the sandbox lacks CAP_SYS_RESOURCE),
-so compose itself never runs.
+--isolation=chroot`): its `runtime` stage, the shipped image, and its `test` stage,
+the same plus the test tools. Commands run inside them with `buildah run --isolation
+chroot`, and the compose file runs under podman (docker/podman-compose.sh: runc,
+podman's API, docker-compose) to the end of a small lab study (tests/test_compose.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from tests.conftest import ROOT, TEST_POOL, TEST_PREFIX
 from tests.helpers import live_processes_mentioning
 
 COMPOSE = ROOT / "docker" / "compose.yaml"
-IMAGE = "localhost/dnsstudy-test:latest"
+# Named after the test prefix: helpers building at the same time on one host keep their own images.
+IMAGE = f"localhost/dnsstudy-{TEST_PREFIX}:latest"  # the runtime stage
+TEST_IMAGE = f"localhost/dnsstudy-{TEST_PREFIX}-test:latest"  # the test stage
+IMAGE_LIMIT_MB = 1200  # issue 33: at most 1.2 GB with Firefox (docs/deploy.md, "Size")
 SRC = "/opt/dnsstudy/src"  # the checkout inside the image
 CRAWLER_CAPS = {"NET_ADMIN", "SYS_ADMIN", "NET_RAW"}
 
@@ -110,37 +114,69 @@ def leftovers(prefix: str) -> list[str]:
     return found + live_processes_mentioning(prefix)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def image() -> str:
-    """The image, built from this checkout by the project's own script."""
+    """The runtime image and (as TEST_IMAGE) its test stage, built from this checkout by the project's script."""
     for tool in ("podman", "buildah", "debootstrap"):
         assert shutil.which(tool), f"{tool} is missing: run scripts/setup.sh"
     build = subprocess.run(
-        ["bash", str(ROOT / "docker" / "build.sh"), IMAGE], capture_output=True, text=True, timeout=3600
+        ["bash", str(ROOT / "docker" / "build.sh"), IMAGE],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env={**os.environ, "DNSSTUDY_TEST_IMAGE": TEST_IMAGE},
     )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     return IMAGE
 
 
-@pytest.fixture(scope="module")
-def container(image: str) -> Iterator[str]:
-    name = f"dnsstudy-test-{os.getpid()}"
+def working_container(image: str, role: str) -> Iterator[str]:
+    name = f"dnsstudy-{role}-{os.getpid()}"
     subprocess.run(["buildah", "from", "--name", name, image], check=True, capture_output=True, timeout=120)
     yield name
     subprocess.run(["buildah", "rm", name], capture_output=True, timeout=120)
 
 
+@pytest.fixture(scope="module")
+def container(image: str) -> Iterator[str]:
+    """A working container of the runtime image."""
+    yield from working_container(image, "runtime")
+
+
+@pytest.fixture(scope="module")
+def test_container(image: str) -> Iterator[str]:
+    """A working container of the test stage: the runtime image with the lock's development half."""
+    yield from working_container(TEST_IMAGE, "test")
+
+
+def image_size_mb(image: str) -> float:
+    inspect = ["podman", "image", "inspect", "--format", "{{.Size}}", image]
+    return int(subprocess.run(inspect, capture_output=True, text=True, check=True).stdout) / 1e6
+
+
 @pytest.mark.image
-def test_image_is_lean_and_runs_as_documented(image: str) -> None:
-    inspect = subprocess.run(
-        ["podman", "image", "inspect", "--format", "{{.Size}} {{json .Config.Entrypoint}}", image],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    size, entrypoint = inspect.stdout.split(" ", 1)
+def test_image_is_lean_and_runs_as_documented(image: str, container: str) -> None:
+    """At most 1.2 GB with Firefox: what a Chromium install adds (/usr/lib/chromium) is left out of the
+    limit and named in the message, so that the figure stays Firefox's (docs/deploy.md, "Size")."""
+    inspect = ["podman", "image", "inspect", "--format", "{{json .Config.Entrypoint}}", image]
+    entrypoint = subprocess.run(inspect, capture_output=True, text=True, check=True).stdout
     assert entrypoint.strip() == '["dnsstudy"]'
-    assert int(size) < 2_500_000_000, f"image is {int(size) / 1e6:.0f} MB"
+    du = buildah_run(container, "sh", "-c", "du -sm /usr/lib/chromium 2>/dev/null | cut -f1")
+    chromium = int(du.stdout.strip() or 0)
+    size = image_size_mb(image)
+    assert size - chromium <= IMAGE_LIMIT_MB, f"image is {size:.0f} MB, {chromium} MB of it Chromium"
+
+
+@pytest.mark.image
+def test_no_test_or_lint_tool_in_the_runtime_image(container: str, test_container: str) -> None:
+    """The runtime stage has the lock's run-time half only; the test stage adds the tools on top of it."""
+    tools = ["pytest", "mypy", "ruff", "jedi", "IPython", "ipykernel", "nbclient"]
+    probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m)))"
+    found = buildah_run(container, ".venv/bin/python", "-c", probe, *tools)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == [], "test or lint tools in the runtime image"
+    found = buildah_run(test_container, ".venv/bin/python", "-c", probe, *tools)
+    assert found.stdout.split() == tools, found.stderr  # the probe sees them where they are
 
 
 @pytest.mark.image
@@ -161,9 +197,9 @@ def test_no_build_tool_in_the_runtime_stage(container: str) -> None:
 
 
 @pytest.mark.image
-def test_fast_tests_pass_inside_the_image(container: str) -> None:
+def test_fast_tests_pass_inside_the_image(test_container: str) -> None:
     result = buildah_run(
-        container,
+        test_container,
         *(".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not lab and not image"),
         *("--ignore", "tests/test_image.py"),  # the compose checks need docker-compose, a host tool
         # It compiles a C program against getdns: the runtime image has no compiler, by design.

@@ -25,6 +25,7 @@ def test_layout():
         "tests",
         "docs/architecture.md",
         "requirements.txt",
+        "requirements-dev.txt",
         "pyproject.toml",
         "delayer/go.sum",
     ):
@@ -32,10 +33,11 @@ def test_layout():
     assert not (ROOT / "tranco" / "__init__.py").exists()  # data, not a package
 
 
-def test_requirements_are_pinned():
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
+@pytest.mark.parametrize("lock", ["requirements.txt", "requirements-dev.txt"])
+def test_requirements_are_pinned(lock):
+    for line in (ROOT / lock).read_text().splitlines():
         line = line.split("#")[0].strip()
-        if line:
+        if line and line != "-r requirements.txt":  # the development half includes the run-time half
             assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[0-9][\w.]*", line), line
 
 

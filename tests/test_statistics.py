@@ -14,20 +14,21 @@ from itertools import combinations
 from typing import get_args
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from scipy import stats
 
 from analysis import resampling
 from analysis.hodges_lehmann import DIRECT, hodges_lehmann
-from analysis.pairs import grid, load_time_table, paired, site_codes
+from analysis.pairs import grid, load_time_table, paired, site_codes, units
 from analysis.power import NormalSpread, PilotSpread, Plan, detectable, power, rounds_needed, study_power
 from analysis.resampling import draw_resamples, percentile_levels
 from analysis.results import load
 from analysis.settings import load_settings
 from analysis.significance import ADJUSTMENTS, BH, HOLM, adjust, holm, sign_test
 from analysis.simulate import Scenario, draw, truth
-from analysis.stats import PairStatistics, adjust_family, compare
+from analysis.stats import PairStatistics, adjust_family, compare, wilson_interval
 from analysis.tables import success_differences
 from harness.cli import main
 from harness.study import StudyAnalysis, load_study
@@ -115,6 +116,32 @@ def test_the_issue_s_null_store_gets_few_verdicts_by_site_where_pairs_alone_give
     assert by_site <= 1 and by_pair >= 3, (by_site, by_pair)  # of 12 cells; pairs alone: about 30 % of them
 
 
+def test_a_site_measured_at_two_vantage_points_is_one_unit_where_a_grid_pools_them(tmp_path):
+    # 12 sites, each measured at two vantage points in one round: b is slower at 9 sites, faster at 3, at
+    # both vantage points alike (the site, not the vantage point, decides). Pooled, that is 9 of 12 sites'
+    # evidence (sign test p 0.15), not 18 of 24 independent sites' (p 0.02).
+    rng = np.random.default_rng(3)
+
+    def outcome(n, r, i, res, p):
+        return ok(2000 + 40 * i + (0 if res == "a" else (200 if i < 9 else -200)) + rng.normal(0, 10))
+
+    places = {"eu": 0.0, "us": 300.0}
+    visits = load(make_store(tmp_path / "s.sqlite", outcome, sites=12, vantage_points=places)).visits
+    cell = next(c for c in grid(visits, "wired", SETTINGS) if c.row == ("b", "do53"))
+    st = cell.statistics
+    assert st.pairs == 24 and st.sites == 12 and st.resampled == "site"
+    assert st.p_value == pytest.approx(stats.binomtest(9, 12).pvalue)
+    codes, strata = site_codes(load_time_table(visits, "wired"))
+    assert len(np.unique(codes)) == 12 and len(strata) == 12 and len(np.unique(strata)) == 1
+    for place in places:  # one vantage point's own grid: the site there is the unit
+        alone = grid(visits[visits["vantage_point"] == place], "wired", SETTINGS)
+        assert alone[0].statistics.sites == 12 and alone[0].statistics.resampled == "pair"
+    # Sites that only one vantage point measured stay in its stratum, as before: each keeps its number.
+    keys = pd.DataFrame({"vantage_point": ["eu", "eu", "us", "us", "eu", "us"], "site": list("abcdee")})
+    codes, strata = units(keys)
+    assert list(codes) == [0, 1, 2, 3, 4, 4] and list(strata) == [0, 0, 1, 1, 2]
+
+
 def test_holm_and_benjamini_hochberg_adjust_a_family_together():
     p = [0.01, 0.04, 0.03, 0.005]
     assert holm(np.array(p)) == pytest.approx([0.03, 0.06, 0.06, 0.02])  # 4p, 3p, 2p, p in order, monotone
@@ -167,16 +194,36 @@ def test_expanded_percentiles_widen_for_few_sites_and_vanish_for_many():
     assert percentile_levels(0.95, 2000, "expanded")[0] == pytest.approx(0.025, abs=0.0005)
 
 
-def test_the_power_of_a_plan_matches_a_simulation_of_its_test():
-    plan = Plan(sites=30, rounds=4, family=3)
-    spread = NormalSpread(sd_ms=math.hypot(300, 100), site_share=0.9)  # site sd 300 ms, visit noise 100 ms
+#: (sites, family): 8 sites can only reach a level above 2/2^8, so a family of 3; the others a grid's 45.
+POWER_CHECKS = [(8, 3), (12, 45), (20, 45), (50, 45)]
+SIMULATED = 1000  # studies per check: the simulated power's standard error is at most 0.016
+
+
+@pytest.mark.parametrize(("sites", "family"), POWER_CHECKS)
+def test_the_power_of_a_plan_matches_a_simulation_of_the_test_the_verdict_uses(sites, family):
+    """The predicted power against the rejection rate of the verdict's own test (the sign test by site, exact up
+    to 16 sites with a non-zero sign sum, at Holm's first step 0.05 / family) over simulated studies of the
+    model the prediction assumes (site sd 300 ms, visit noise 100 ms, 4 rounds), at the detectable difference
+    (80 %) and at half of it. The tolerance is the simulation's own error: 3.3 standard errors of a rate
+    measured over 1,000 studies (a chance of 1 in 1,000 per comparison), plus 0.01 for the quadrature."""
+    plan = Plan(sites=sites, rounds=4, family=family)
+    spread = NormalSpread(sd_ms=math.hypot(300, 100), site_share=0.9)
     smallest = detectable(plan, spread)
     assert smallest is not None and power(smallest, plan, spread) == pytest.approx(0.8, abs=0.01)
-    rng = np.random.default_rng(80)
+    rng = np.random.default_rng(sites)
     for delta in (smallest / 2, smallest):
-        scenario = Scenario("normal", 300.0, 30, 4, shift_ms=delta, noise_scale=1 / 3)
-        hits = [sign_test(*draw(scenario, rng)) < 0.05 / 3 for _ in range(600)]
-        assert np.mean(hits) == pytest.approx(power(delta, plan, spread), abs=0.05), delta  # +-3 standard errors
+        predicted = power(delta, plan, spread)
+        scenario = Scenario("normal", 300.0, sites, 4, shift_ms=delta, noise_scale=1 / 3)
+        simulated = np.mean([sign_test(*draw(scenario, rng)) < 0.05 / family for _ in range(SIMULATED)])
+        tolerance = 3.3 * math.sqrt(predicted * (1 - predicted) / SIMULATED) + 0.01
+        assert simulated == pytest.approx(predicted, abs=tolerance), (delta, simulated, predicted)
+
+
+def test_more_rounds_help_until_the_sites_differences_dominate():
+    plan = Plan(sites=30, rounds=4, family=3)
+    spread = NormalSpread(sd_ms=math.hypot(300, 100), site_share=0.9)
+    smallest = detectable(plan, spread)
+    assert smallest is not None
     assert rounds_needed(smallest, replace(plan, rounds=1), spread) == 4
     assert rounds_needed(smallest / 4, plan, spread) is None  # 30 sites' differences: no rounds make up for them
 
@@ -252,7 +299,7 @@ def test_study_power_and_check_say_what_a_plan_detects_and_warn_below_the_declar
     assert study.analysis.multiple_comparisons == BH and study.analysis.minimum_detectable_effect_ms == 20
     result = CliRunner().invoke(main, ["study", "power", str(path), "--difference", "100"])
     assert result.exit_code == 0, result.output
-    assert "100 sites (at every vantage point), 2 round(s), 6 pairs per grid" in result.output
+    assert "plan: 100 sites, 2 round(s), 6 pairs per grid; power 80% of the verdict's test" in result.output
     assert "wired: every pair detects" in result.output and "100 ms needs" in result.output
     checked = CliRunner().invoke(main, ["study", "check", str(path)])
     assert checked.exit_code == 0 and "warning: wired: the plan detects" in checked.output
@@ -265,6 +312,27 @@ def test_study_power_and_check_say_what_a_plan_detects_and_warn_below_the_declar
     assert refused.exit_code == 2 and "minimum_detectable_effect_ms" in refused.output
 
 
+def test_a_study_s_vantage_points_add_pairs_to_each_site_not_sites(tmp_path):
+    """The same sites measured from two vantage points are the same units: the plan has 100 sites, each giving
+    a cell 2 rounds x 2 vantage points of pairs (counted as 200 independent sites, it claimed too much)."""
+    path = tmp_path / "powered.toml"
+    path.write_text(INTERNET_STUDY.format(mde=20).replace('protocols = ["do53", "doh"]', PLACES))
+    result = CliRunner().invoke(main, ["study", "power", str(path)])
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())  # the console wraps long lines
+    assert "plan: 100 sites, each at 2 vantage points (one unit with all its pairs), 2 round(s)" in output
+    assert SETTINGS.power is not None
+    wired = SETTINGS.power.spread("wired")
+    spread = NormalSpread(wired.sd_ms, wired.site_share)
+    found = detectable(Plan(sites=100, rounds=2, family=6, places=2), spread)
+    assert found is not None and f"wired: every pair detects {found:.0f} ms" in output
+    twice = detectable(Plan(sites=200, rounds=2, family=6), spread)  # what counting each site twice gave
+    assert twice is not None and found > twice
+
+
+PLACES = 'protocols = ["do53", "doh"]\nvantage_points = ["eu", "us"]'
+
+
 def test_a_success_difference_carried_by_two_sites_of_forty_is_not_a_verdict(tmp_path):
     def outcome(n, r, i, res, p):
         if res == "b" and i < 2:  # b fails at two sites, in every round
@@ -273,9 +341,52 @@ def test_a_success_difference_carried_by_two_sites_of_forty_is_not_a_verdict(tmp
 
     visits = load(make_store(tmp_path / "s.sqlite", outcome, rounds=4)).visits
     row = success_differences(visits, SETTINGS).iloc[0]
-    assert row["difference (a - b) pp"] == 5 and row["ci low pp"] > 0  # 160 visits each: clear of zero
-    assert row["p_value"] == pytest.approx(0.15, abs=0.02) and not row["differs"]  # 40 sites: not settled
+    assert row["difference (a - b) pp"] == 5 and row["sites"] == 40
+    # By site: a resample draws neither failing site about one time in eight (0.95^40), so the interval reaches
+    # zero; Newcombe's, of 160 visits each as if independent, was [1.6, 10.0] pp, clear of it.
+    assert row["ci low pp"] <= 0 < row["ci high pp"] and not row["differs"]
+    assert row["p_value"] == pytest.approx(0.15, abs=0.02)  # 40 sites: not settled
     assert row["adjustment"] == HOLM and row["p_adjusted"] == row["p_value"]  # a table of one row
+
+
+def test_success_rate_intervals_by_site_cover_a_clustered_difference_at_the_nominal_rate():
+    """Each site has its own failure rate under each configuration (drawn alike, so no configuration fails more
+    across sites), measured at two vantage points in 4 rounds: visits are clustered, so an interval of visits
+    as if independent (Newcombe's, before) is too narrow; the sites' bootstrap covers the true zero difference
+    about 95 % of the time, a site at two vantage points being one unit."""
+    rng = np.random.default_rng(8)
+    replicates, covered, newcombe = 200, 0, 0
+    sites, rounds, places = 30, 4, ("eu", "us")
+    shape = (len(places), rounds, sites, 2)  # vantage point, round, site, configuration
+    index = np.indices(shape).reshape(4, -1)
+    for _ in range(replicates):
+        fail = rng.beta(0.5, 4.5, (sites, 2))  # failure rates averaging 10 %, very unequal between sites
+        failed = rng.random(shape) < fail[None, None, :, :]
+        visits = pd.DataFrame(
+            {
+                "network": "wired",
+                "vantage_point": np.array(places)[index[0]],
+                "site": [f"site{i}" for i in index[2]],
+                "resolver": np.array(["a", "b"])[index[3]],
+                "protocol": "do53",
+                "error_class": np.where(failed.ravel(), "DNS Error", "Successful"),
+            }
+        )
+        row = success_differences(visits, SETTINGS).iloc[0]
+        assert row["sites"] == sites  # 30 sites, not 60 sites at vantage points
+        covered += row["ci low pp"] <= 0 <= row["ci high pp"]
+        loaded = (~failed).sum(axis=(0, 1, 2))
+        newcombe += _newcombe_covers_zero(int(loaded[0]), int(loaded[1]), failed[..., 0].size)
+    assert covered / replicates >= 0.90, covered  # 95 % nominal; 200 replicates: 90 % is 3.2 standard errors below
+    assert newcombe / replicates <= 0.90, newcombe  # about 84 %
+
+
+def _newcombe_covers_zero(successes_a: int, successes_b: int, visits: int) -> bool:
+    """Whether Newcombe's hybrid score interval of p_a - p_b (visits as independent) holds zero."""
+    (la, ua), (lb, ub) = (wilson_interval(s, visits, 0.95) for s in (successes_a, successes_b))
+    pa, pb = successes_a / visits, successes_b / visits
+    d = pa - pb
+    return d - math.hypot(pa - la, ub - pb) <= 0 <= d + math.hypot(ua - pa, pb - lb)
 
 
 @pytest.mark.parametrize("first_half", [None, 1])  # the window the spread gives, and one widened from 1 pair
@@ -295,12 +406,33 @@ def test_the_site_bootstrap_s_median_percentiles_are_those_of_the_resampled_medi
     medians, means = [], []
     for weights in resamples.by_site.T:  # each resample: every pair repeated as often as its site was drawn
         drawn = np.sort(np.repeat(d, weights[sites]))
-        medians.append(drawn[(len(drawn) + 1) // 2 - 1])
+        medians.append(np.median(drawn))  # 30 sites x 5 rounds: every resample has 150 pairs, an even count
         means.append(drawn.mean())
     low = math.ceil(levels[0] * 400) - 1
     assert got.unit == "site" and got.median == (np.sort(medians)[low], np.sort(medians)[399 - low])
     assert got.mean == pytest.approx((np.sort(means)[low], np.sort(means)[399 - low]))
     assert np.all(resamples.weights[:, :15].sum(axis=1) == 15)  # each stratum keeps its number of sites
+
+
+@pytest.mark.parametrize("unit", ["pair", "site"])
+def test_one_median_everywhere_the_point_estimate_and_every_resample_s_the_mean_of_the_middle_two(unit):
+    """An even count's median is the mean of its two middle values, in the point estimate and in every
+    resample (a "lower median" in the resamples put the interval one order statistic off, and broke the
+    antisymmetry a grid relies on: the interval of -d is minus that of d)."""
+    rng = np.random.default_rng(21)
+    d, sites = draw(Scenario("bimodal", 300.0, 40, 2 if unit == "site" else 1), rng)
+    d = np.round(d / 50) * 50  # ties make the two middle values differ often enough to matter
+    codes = sites if unit == "site" else np.arange(len(d))
+    resamples = draw_resamples(np.zeros(40, dtype=int), 300, 4)
+    levels = (0.1, 0.9)
+    got = resampling.intervals(d, codes, resamples, levels, 1000.0)
+    medians = np.sort([np.median(np.repeat(d, w[codes])) for w in resamples.by_site.T])
+    low = math.ceil(levels[0] * 300) - 1
+    assert got.unit == unit and got.median == (medians[low], medians[299 - low])
+    flipped = resampling.intervals(-d, codes, resamples, levels, 1000.0)
+    assert flipped.median == (-got.median[1], -got.median[0])
+    st = compare(d, replace(READING, resamples=300, seed=4), codes)
+    assert st.median_ms == np.median(d) == resampling.median(d)
 
 
 @pytest.mark.parametrize("sites", [2, 5, 8])

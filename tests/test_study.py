@@ -58,6 +58,8 @@ def test_the_shipped_studies_load_with_the_reference_design():
     assert demo.study.browsers == ["firefox", "chromium"] and [s.rank for s in demo.sites] == [1, 99001]
     assert sum(v.browser == "chromium" for v in demo.plan()) == 64  # half the demo's visits in Chromium
     assert paper.study.browser_dns.endswith("dns-2019.toml")
+    # The reference design: a new browser for every visit, its first query opening the resolver connection.
+    assert (paper.study.browser_session, paper.study.resolver_connection) == ("fresh", "cold")
 
 
 def test_the_paper_csv_is_the_lab_list_with_its_ranks():
@@ -118,6 +120,12 @@ def test_a_study_resolves_its_selections(tmp_path):
         (
             ("seed = 7\n", 'seed = 7\nbrowser_dns = "profiles/firefox/dns-1999.toml"\n'),
             r"mini.toml:\d+: browser_dns: .*no such file: profiles/firefox/dns-1999.toml",
+        ),
+        (("seed = 7\n", 'seed = 7\nbrowser_session = "shared"\n'), r"mini.toml:\d+: browser_session: .*'fresh'"),
+        (("seed = 7\n", 'seed = 7\nresolver_connection = "hot"\n'), r"mini.toml:\d+: resolver_connection: .*'warm'"),
+        (
+            ("every = 5\n", "every = 5\n[browser_restart]\nvisits = -1\n"),
+            r"mini.toml:\d+: browser_restart.visits: Input should be greater than or equal to 0",
         ),
     ],
 )

@@ -33,6 +33,9 @@ class BrowserDns:
     uri: str | None = None
     bootstrap: str | None = None
     http3: bool = False
+    #: Recording only (harness/replay/recorder.py), never in a measured visit: every request goes through an
+    #: HTTP(S) proxy on the client's loopback at this port.
+    proxy_port: int | None = None
 
 
 class DnsArm(ABC):

@@ -48,7 +48,8 @@ def client_counter_names() -> list[str]:
     """Every client-side counter: per protocol of the registry, where its packets went and what came back."""
     per_protocol = [f"{p.name}_{kind}" for p in protocols() for kind in OUT_KINDS + IN_KINDS]
     fallbacks = [f"{p.name}_fallback" for p in protocols() if p.carrier == "udp"]
-    return [STUB_COUNTER, ICMP_COUNTER] + per_protocol + fallbacks
+    initials = [f"{p.name}_initials" for p in protocols() if p.carrier == "udp" and p.encrypted]
+    return [STUB_COUNTER, ICMP_COUNTER] + per_protocol + fallbacks + initials
 
 
 def forbidden_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
@@ -132,6 +133,9 @@ def _protocol_rules(p: Protocol, resolver: str, port: int) -> list[str]:
     if p.carrier == "udp":  # attempts at the TCP twin of a QUIC port (DoH3's HTTP/2 fallback), for the record
         syn = "tcp flags & (syn | ack) == syn"
         rules.append(f"ip daddr {resolver} tcp dport {port} {syn} counter name {p.name}_fallback")
+    if p.carrier == "udp" and p.encrypted:  # datagrams opening with a QUIC v1 Initial: only a handshake sends them
+        initial = "@th,64,8 & 0xf0 == 0xc0"  # the first byte after the UDP header: long header, type Initial
+        rules.append(f"ip daddr {resolver} udp dport {port} {initial} counter name {p.name}_initials")
     return rules
 
 
@@ -261,3 +265,24 @@ def path_failure(protocol: str, packets: dict[str, int], authentication_failed: 
     if count("refused"):
         return "reset"
     return None
+
+
+@dataclass
+class ResolverConnections:
+    """How a visit reached its resolver, from the client's counters: new connections, and whether its queries
+    went on a connection open before it (a warm one)."""
+
+    handshakes: int | None  # new connections to the resolver (TCP SYNs); None for plain DNS and QUIC (see below)
+    first_query_open: bool | None  # the first query used an open connection; None where the counters cannot say
+
+    @classmethod
+    def count(cls, protocol: str, packets: dict[str, int], warm: bool) -> ResolverConnections:
+        """TCP: handshakes are SYNs. QUIC: a handshake sends one or more Initial datagrams, so the count is not
+        one of handshakes, but none means none. With none, every query went on an open connection; with some
+        and no connection open before (cold), the first query opened one; warm with some: ambiguous."""
+        p = next(q for q in protocols() if q.name == protocol)
+        if not p.encrypted or not packets.get(f"{protocol}_resolver"):
+            return cls(None, None)
+        opened = packets.get(f"{protocol}_connections" if p.carrier == "tcp" else f"{protocol}_initials", 0)
+        handshakes = opened if p.carrier == "tcp" else None
+        return cls(handshakes, True if not opened else (None if warm else False))

@@ -6,9 +6,14 @@ BiDi events the HAR is built from, onLoad, DOMContentLoaded, FCP, LCP, the
 navigation's outcome), `stop` it, and the HAR of what it loaded (`har`).
 From the place it needs the client namespace, whether to trust the place's
 CA, the account it runs as and the arm's preferences. Adding a browser, or
-another way to run one (a browser that serves many visits), is one new
-`Browser` subclass decorated with `register_browser` and imported by
-harness/browser/registry.py; harness/visit.py does not change.
+another way to run one, is one new `Browser` subclass decorated with
+`register_browser` and imported by harness/browser/registry.py;
+harness/visit.py does not change.
+
+A browser may serve many visits (`SessionPolicy`, mode "reused"): then
+`start` reuses the running browser, having cleared everything one visit
+could leave to the next, `stop` ends only the visit, and `close` ends the
+browser (a network block's end). A browser says it can with `reusable`.
 """
 
 from __future__ import annotations
@@ -49,6 +54,34 @@ class PageLoad:
     paint: dict = field(default_factory=dict)  # fcp and lcp in ms from navigation start, None where not reported
     prefs: dict = field(default_factory=dict)  # the DNS settings' values read back from the running browser
 
+    def add_phases(self, phases: dict[str, float]) -> PageLoad:
+        """This load, with ``phases`` timed outside the browser (a warm-up query) added to its own."""
+        self.phases.update(phases)
+        return self
+
+
+#: How browsers serve visits: a new one per visit (the reference design), or one for many visits.
+SESSION_MODES = ("fresh", "reused")
+
+
+@dataclass(frozen=True)
+class SessionPolicy:
+    """Whether one browser serves many visits, and when a reused one is replaced by a new one."""
+
+    mode: str = "fresh"
+    restart_after: int = 0  # a reused browser is replaced after this many visits (0: never)
+    memory_limit_mb: int = 0  # ... or once its processes' resident memory passes this (0: no limit)
+
+    def __post_init__(self) -> None:
+        if self.mode not in SESSION_MODES:
+            raise HarnessError(f"browser session '{self.mode}': choose one of {', '.join(SESSION_MODES)}")
+        if self.restart_after < 0 or self.memory_limit_mb < 0:
+            raise HarnessError(f"restart_after and memory_limit_mb must be >= 0 (got {self})")
+
+    @property
+    def reused(self) -> bool:
+        return self.mode == "reused"
+
 
 class Browser(ABC):
     """A browser the visits of one place run in.
@@ -68,14 +101,25 @@ class Browser(ABC):
     native_dns: ClassVar[frozenset[str]] = frozenset()
     browser_dns: str  # the DNS settings the study names (a file of preferences)
     dns_settings: dict[str, bool | int | str]  # their values, which every visit reads back from the browser
+    reusable: ClassVar[bool] = False  # whether it can serve many visits (`SessionPolicy` mode "reused")
 
     def __init__(
-        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
+        self,
+        client: ClientSide,
+        timeout: float = 30.0,
+        margin: float = 10.0,
+        browser_dns: str | Path | None = None,
+        session: SessionPolicy | None = None,
     ):
         """Every browser is built so; ``browser_dns`` names its DNS settings (None: `default_browser_dns`),
-        which the implementation reads into `dns_settings`."""
+        which the implementation reads into `dns_settings`; ``session`` says whether it serves many visits."""
         if timeout <= 0 or margin <= 0:
             raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
+        self.session = session or SessionPolicy()
+        if self.session.reused and not self.reusable:
+            raise HarnessError(f"browser {self.name}: it cannot serve many visits (browser_session = 'reused')")
+        self.session_ordinal = 0  # the current visit's place in its browser's life: 1 for a new browser's first
+        self.restart_reason: str | None = None  # why the current visit's browser replaced the one before, if it did
         self.client = client
         self.timeout = timeout  # the page load's time limit
         self.margin = margin  # beyond timeout + margin the whole visit's browser is killed
@@ -105,6 +149,15 @@ class Browser(ABC):
     @abstractmethod
     def stop(self) -> None:
         """End what `start` began, whatever state it is in; nothing of the visit's browser is left running."""
+
+    def close(self) -> None:  # noqa: B027 -- a fresh browser ends with each visit: nothing left to close
+        """End the browser a reused session keeps between visits (at a network block's end, or the crawl's)."""
+
+    def warm_resolver(self, name: str) -> str | None:
+        """Resolve ``name`` through the browser's resolver (its own DoH, or the system's and so the stub), so
+        that its connection to the resolver is open before the navigation; the error, or None. Called after
+        `start`, before `load`."""
+        return f"browser {self.name} cannot warm its resolver connection"
 
     def har(self, load: PageLoad, url: str) -> dict:
         """The HAR 1.2 of ``load`` (one page, one entry per request), naming this browser and its version."""

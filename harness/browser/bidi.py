@@ -31,6 +31,9 @@ class BidiEventLog:
         self._ws = websocket.create_connection(url, suppress_origin=True, timeout=timeout)
         self.events: list[dict] = []
         self._lock = threading.Lock()
+        self._replies: dict[int, dict] = {}  # command replies by id, for `command`
+        self._replied = threading.Condition(self._lock)
+        self._next_id = 2
         self._send({"id": 1, "method": "session.subscribe", "params": {"events": list(EVENTS)}})
         reply = json.loads(self._ws.recv())
         if reply.get("type") != "success":
@@ -48,9 +51,31 @@ class BidiEventLog:
                 message = json.loads(self._ws.recv())
             except Exception:  # closed by us or by the browser going away
                 return
-            if message.get("type") == "event":
-                with self._lock:
+            with self._lock:
+                if message.get("type") == "event":
                     self.events.append(message)
+                elif isinstance(message.get("id"), int):
+                    self._replies[message["id"]] = message
+                    self._replied.notify_all()
+
+    def command(self, method: str, params: dict, timeout: float = 10.0) -> dict:
+        """Send one BiDi command and return its result; RuntimeError on an error reply or no reply in time."""
+        with self._lock:
+            ident, self._next_id = self._next_id, self._next_id + 1
+        self._send({"id": ident, "method": method, "params": params})
+        with self._replied:
+            if not self._replied.wait_for(lambda: ident in self._replies, timeout):
+                raise RuntimeError(f"BiDi {method}: no reply within {timeout:g} s")
+            reply = self._replies.pop(ident)
+        if reply.get("type") != "success":
+            raise RuntimeError(f"BiDi {method} failed: {reply.get('error')}: {reply.get('message')}")
+        return reply.get("result") or {}
+
+    def take(self) -> list[dict]:
+        """The events so far, removed from the log (a browser serving many visits reads each visit's own)."""
+        with self._lock:
+            taken, self.events = self.events, []
+        return taken
 
     def snapshot(self) -> list[dict]:
         with self._lock:

@@ -85,6 +85,8 @@ def local_state(dns: BrowserDns) -> dict:
 
 def arm_switches(dns: BrowserDns) -> list[str]:
     """The DoH server's name mapped to the resolver's address: Chromium looks it up nowhere."""
+    if dns.proxy_port is not None:  # `dnsstudy record` drives Firefox; a proxy here would go unnoticed
+        raise HarnessError("Chromium does not record through a proxy: `dnsstudy record` uses Firefox")
     if dns.resolver == "system":
         return []
     host = urlsplit(dns.uri or "").hostname

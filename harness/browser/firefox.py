@@ -1,4 +1,5 @@
-"""Firefox ESR through geckodriver: a fresh browser, on a copy of a warmed profile template, for every visit.
+"""Firefox ESR through geckodriver: a fresh browser, on a copy of a warmed profile template, for every visit,
+or one for many visits (`browser_session = "reused"`, harness/browser/reused.py).
 
 The template (harness/browser/template.py) trusts the place's CA where it
 must and holds the quiet preferences and the study's DNS profile
@@ -12,9 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.browser.base import Browser, PageLoad, register_browser
+from harness.browser.base import Browser, PageLoad, SessionPolicy, register_browser
 from harness.browser.firefox_dns import firefox_prefs
 from harness.browser.prefs import DNS_CURRENT, load_prefs
+from harness.browser.reused import ReusedFirefoxSession
 from harness.browser.session import GECKODRIVER, FirefoxSession
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError
@@ -32,18 +34,25 @@ def geckodriver_version() -> str:
 
 @register_browser("firefox")
 class Firefox(Browser):
-    """Firefox, started afresh for each visit on a copy of the place's profile template and killed after it."""
+    """Firefox, started afresh for each visit on a copy of the place's profile template and killed after it,
+    or (a reused session) started once and cleared before each visit."""
 
     product = "Firefox"
     default_browser_dns = DNS_CURRENT
     native_dns = frozenset({"doh", "doh3"})  # TRR, over HTTP/2 or HTTP/3
+    reusable = True
 
     def __init__(
-        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
+        self,
+        client: ClientSide,
+        timeout: float = 30.0,
+        margin: float = 10.0,
+        browser_dns: str | Path | None = None,
+        session: SessionPolicy | None = None,
     ):
         if not GECKODRIVER.exists():
             raise HarnessError(f"{GECKODRIVER} is missing: run scripts/setup.sh")
-        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
+        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session)
         self.work_root = client.run_dir / "visits"  # each visit's profile copy, deleted after it
         self.work_root.mkdir(exist_ok=True)
         self.version = firefox_version()
@@ -55,9 +64,15 @@ class Firefox(Browser):
             client.run_dir, self.trusted_ca, prefs, self.account, client.namespace, self.version
         )
         self._session: FirefoxSession | None = None
+        self._reused: ReusedFirefoxSession | None = None
 
     def start(self, arm: DnsArm) -> None:
-        """A new session on a copy of the template with the arm's preferences, its watchdog running."""
+        """A new session on a copy of the template with the arm's preferences, its watchdog running; or, reused,
+        the running session (a new one when `_restart_reason` says so) cleared and given the arm's preferences."""
+        if self.session.reused:
+            self._start_reused(arm)
+            return
+        self.session_ordinal = 1
         self._session = FirefoxSession(
             self.account,
             self.template,
@@ -70,12 +85,57 @@ class Firefox(Browser):
         )
         self._session.start()
 
+    def _start_reused(self, arm: DnsArm) -> None:
+        reason = self._restart_reason()
+        if self._reused is None or reason is not None:
+            self.close()
+            self._reused = ReusedFirefoxSession(
+                self.account,
+                self.template,
+                self.client.namespace,
+                self.work_root,
+                timeout=self.timeout,
+                margin=self.margin,
+                read_prefs=tuple(self.dns_settings),
+            )
+            self._reused.start()
+            self.session_ordinal = 0
+        self.restart_reason = reason
+        self.session_ordinal += 1
+        self._reused.begin_visit(firefox_prefs(arm.browser_dns(), self.client.browser_trusts_ca))
+        self._session = self._reused
+
+    def _restart_reason(self) -> str | None:
+        """Why the reused browser must be replaced before the next visit, or None (also when there is none)."""
+        browser, policy = self._reused, self.session
+        if browser is None:
+            return None
+        if not browser.alive:
+            return "watchdog" if browser.report.watchdog_fired else "not answering"
+        if policy.restart_after and browser.visits >= policy.restart_after:
+            return f"after {browser.visits} visits"
+        if policy.memory_limit_mb and (used := browser.memory_mb()) > policy.memory_limit_mb:
+            return f"memory {used:.0f} MiB over {policy.memory_limit_mb}"
+        return None
+
     def load(self, url: str) -> PageLoad:
         if self._session is None:
             raise RuntimeError("Firefox.load() before start()")
         return self._session.load(url)
 
     def stop(self) -> None:
-        if self._session is not None:
+        if self._session is self._reused and self._reused is not None:
+            self._reused.end_visit()
+        elif self._session is not None:
             self._session.stop()
-            self._session = None
+        self._session = None
+
+    def close(self) -> None:
+        """End the reused browser, if one runs."""
+        if self._reused is not None:
+            self._reused.stop()
+            self._reused = None
+
+    def warm_resolver(self, name: str) -> str | None:
+        """Resolve ``name`` in the running browser (see `Browser.warm_resolver`)."""
+        return self._session.resolve(name) if self._session is not None else "the browser is not running"

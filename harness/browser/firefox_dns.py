@@ -10,6 +10,23 @@ PrefValue = bool | int | str
 def firefox_prefs(dns: BrowserDns, trusts_place_ca: bool) -> dict[str, PrefValue]:
     """The preferences a visit's profile gets for ``dns``; ``trusts_place_ca``: the browser trusts the place's CA
     (a lab's), a root Firefox does not ship."""
+    return _resolver_prefs(dns, trusts_place_ca) | _proxy_prefs(dns.proxy_port)
+
+
+def _proxy_prefs(port: int | None) -> dict[str, PrefValue]:
+    if port is None:
+        return {}
+    return {
+        "network.proxy.type": 1,  # manual
+        "network.proxy.http": "127.0.0.1",
+        "network.proxy.http_port": port,
+        "network.proxy.ssl": "127.0.0.1",
+        "network.proxy.ssl_port": port,
+        "network.proxy.no_proxies_on": "",
+    }
+
+
+def _resolver_prefs(dns: BrowserDns, trusts_place_ca: bool) -> dict[str, PrefValue]:
     if dns.resolver == "system":
         return {"network.trr.mode": 5}  # TRR off: Firefox uses the system resolver
     assert dns.uri is not None and dns.bootstrap is not None  # a "doh" setting names both

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.browser import chromium, firefox  # noqa: F401 -- register "chromium" and "firefox"
-from harness.browser.base import Browser, registered_browsers
+from harness.browser.base import Browser, SessionPolicy, registered_browsers
 from harness.errors import HarnessError
 from harness.place import ClientSide
 
@@ -37,7 +37,13 @@ def make_browser(
     timeout: float = 30.0,
     margin: float = 10.0,
     browser_dns: str | Path | None = None,
+    session: SessionPolicy | None = None,
 ) -> Browser:
     """The browser ``name``, ready to start in ``client``'s namespace; ``browser_dns`` names the DNS settings
     it pins (None: the browser's own default profile)."""
-    return browser_class(name)(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
+    cls = browser_class(name)
+    if session is not None and session.reused:
+        if not cls.reusable:
+            raise HarnessError(f"browser {name}: it cannot serve many visits (browser_session = 'reused')")
+        return cls(client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session)
+    return cls(client, timeout=timeout, margin=margin, browser_dns=browser_dns)

@@ -43,6 +43,7 @@ _READ_ADDRESSES = script("read-addresses")
 _READ_PREFS = script("read-prefs")
 _NAVIGATION = script("navigation")
 _PAINT = script("paint")
+_RESOLVE = script("resolve")
 
 
 class FirefoxSession:
@@ -326,12 +327,26 @@ class FirefoxSession:
                 events.settle()
         except Exception as exc:
             report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
-        events.close()
-        report.events = events.snapshot()
+        report.events = self._take_events(events)
         report.bidi_on_load_ms = _bidi_on_load(report.events)
         if report.watchdog_fired and report.driver_failure is None:
             report.driver_failure = "watchdog: the visit overran its time budget"
         report.phases["collect"] = time.monotonic() - t
+
+    def resolve(self, name: str) -> str | None:
+        """Resolve ``name`` through the running browser's resolver (a warm connection); the error, or None."""
+        if self._driver is None or self._events is None or self.report.driver_failure is not None:
+            return "the browser is not running"
+        try:
+            with netns.entered(self.namespace):
+                return self._in_chrome_async(self._driver, _RESOLVE, name)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {_first_line(exc)}"
+
+    def _take_events(self, events: BidiEventLog) -> list[dict]:
+        """The visit's BiDi events; the log is closed with the single-use session."""
+        events.close()
+        return events.snapshot()
 
     @staticmethod
     def _in_chrome(driver: webdriver.Remote, source: str, *args):
@@ -339,6 +354,15 @@ class FirefoxSession:
         driver.execute("SET_CONTEXT", {"context": "chrome"})
         try:
             return driver.execute_script(source, *args)
+        finally:
+            driver.execute("SET_CONTEXT", {"context": "content"})
+
+    @staticmethod
+    def _in_chrome_async(driver: webdriver.Remote, source: str, *args):
+        """Run the asynchronous script ``source`` in Firefox's parent process, then return to the page's."""
+        driver.execute("SET_CONTEXT", {"context": "chrome"})
+        try:
+            return driver.execute_async_script(source, *args)
         finally:
             driver.execute("SET_CONTEXT", {"context": "content"})
 

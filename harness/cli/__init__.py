@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from harness import __version__
-from harness.cli import analysis, bench, crawl, distributed, internet, lab, net, status, timer, visit
+from harness.cli import analysis, bench, crawl, distributed, internet, lab, net, replay, status, timer, visit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,5 +35,7 @@ for command in (
     distributed.coordinate,
     analysis.analyze,
     analysis.export,
+    replay.archive,
+    replay.record,
 ):
     main.add_command(command)

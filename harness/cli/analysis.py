@@ -82,7 +82,8 @@ def plan_power(
     s = loaded.study
     try:
         settings = load_settings(analysis_profile or DEFAULT_PROFILE)
-        plan = Plan(sites=len(loaded.sites) * len(s.places), rounds=s.rounds, confidence=settings.statistics.confidence)
+        confidence = settings.statistics.confidence
+        plan = Plan(sites=len(loaded.sites), rounds=s.rounds, confidence=confidence, places=len(s.places))
         visits = load(pilots).visits if pilots else None
         cells = study_power(s.networks, s.configurations, plan, settings, visits, difference_ms)
     except (ResultsError, ValueError) as exc:
@@ -96,10 +97,12 @@ def power_lines(cells: list[CellPower], profile_source: str) -> list[str]:
     if not cells:
         return ["no pair of configurations to compare"]
     plan = cells[0].plan
+    places = f", each at {plan.places} vantage points (one unit with all its pairs)" if plan.places > 1 else ""
     lines = [
-        f"plan: {plan.sites:,} sites (at every vantage point), {plan.rounds} round(s), {plan.family} pairs per grid; "
-        f"each pair tested at {1 - plan.confidence:g}/{plan.family} (Holm's first step, so the power is at least "
-        f"this), power {plan.power:.0%}"
+        f"plan: {plan.sites:,} sites{places}, {plan.rounds} round(s), {plan.family} pairs per grid; "
+        f"power {plan.power:.0%} of the verdict's test (the sign test by site) at {1 - plan.confidence:g}/"
+        f"{plan.family}: Holm's first step, and Benjamini-Hochberg's when no other pair differs; other pairs "
+        f"that differ make either less strict, so the power is at least this"
     ]
     for network in dict.fromkeys(c.network for c in cells):
         mine = [c for c in cells if c.network == network]

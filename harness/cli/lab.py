@@ -6,11 +6,12 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import click
 from rich.table import Table
 
-from harness.cli.common import console, lab_from, lab_options, one_line_errors
+from harness.cli.common import console, lab_config, lab_from, lab_options, one_line_errors
 from harness.errors import HarnessError
 from harness.protocols import DO53, DOH, DOH3, DOQ, DOT
 
@@ -100,10 +101,19 @@ def print_checks(results) -> bool:
 @lab.command("up")
 @lab_options()
 @click.option("--check/--no-check", default=True, show_default=True, help="Check every service after start.")
+@click.option(
+    "--web",
+    "web_archive",
+    type=click.Path(exists=True, file_okay=False),
+    help="Serve this replay archive (docs/replay.md) instead of the synthetic web.",
+)
 @one_line_errors
-def lab_up(profile: str, prefix: str | None, subnet: str | None, check: bool) -> None:
+def lab_up(profile: str, prefix: str | None, subnet: str | None, check: bool, web_archive: str | None) -> None:
     """Bring the lab up (a no-op if it is already up)."""
-    the_lab = lab_from(profile, prefix, subnet)
+    from harness.lab.lab import Lab
+
+    archive = str(Path(web_archive).resolve()) if web_archive else None  # the lab may read it from anywhere
+    the_lab = Lab(lab_config(profile, prefix, subnet).with_overrides(web_archive=archive))
     start = time.monotonic()
     if not the_lab.up():
         console.print(f"lab {the_lab.name} is already up; nothing to do")

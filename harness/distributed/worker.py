@@ -84,6 +84,8 @@ class VantageWorker:
             self.place.resolver(name)  # one line naming what the place has, before any visit
         self.place.clear_faults()  # its own, for an earlier study: `run_worker` let it start beside no other
         self.place.apply_faults([(f.name, f.resolver) for f in study.faults], fault_owner(self.vantage_point))
+        if known is not None:
+            known[1].end_session()  # the study changed: its old station's browser goes
         station = Station(self.place, study, self.work_dir, self.backend, self.console)
         self.stations[study_id] = (digest, station)
         self.block = None
@@ -190,6 +192,8 @@ def run_worker(
                 quiet=True,
             ).start()
         finally:
+            for _digest, station in worker.stations.values():
+                station.end_session()  # a reused browser of the last block
             place.clear_faults()
     if worker.halted:
         console.print(f"vantage point {vantage_point} halted: {worker.halted}", markup=False, soft_wrap=True)

@@ -66,6 +66,10 @@ class WebSettings(_Strict):
     top: int = Field(ge=0)
     shape: str
     seed: int
+    # A replay archive (docs/replay.md): the lab serves its recorded pages and DNS instead of the synthetic web.
+    archive: str | None = None
+    # Replay each response after the server's recorded wait (its think time); false: at once.
+    replay_wait: bool = True
 
 
 class LabSettings(_Strict):
@@ -183,13 +187,17 @@ class LabConfig:
     def network(self) -> ipaddress.IPv4Network:
         return ipaddress.IPv4Network(self.settings.subnet)
 
-    def with_overrides(self, prefix: str | None = None, subnet: str | None = None) -> LabConfig:
-        """Another lab from the same profile (e.g. a second user's, or a test's)."""
+    def with_overrides(
+        self, prefix: str | None = None, subnet: str | None = None, web_archive: str | None = None
+    ) -> LabConfig:
+        """Another lab from the same profile (e.g. a second user's, or a test's, or one replaying an archive)."""
         data = self.settings.model_dump()
         if prefix:
             data["prefix"] = prefix
         if subnet:
             data["subnet"] = subnet
+        if web_archive:
+            data["web"]["archive"] = web_archive
         return LabConfig(settings=LabSettings.model_validate(data), source=self.source)
 
 

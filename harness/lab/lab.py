@@ -27,6 +27,7 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
 from harness.lab.nginx import nginx_config
 from harness.lab.pageshape import load_page_shape
+from harness.lab.replayweb import ReplayWeb, count_events, events_log
 from harness.lab.servers import DNSPROXY, Endpoint, LabServers
 from harness.lab.state import LabStatus, lab_status, load_daemons, save_state
 from harness.lab.unbound import DOH3_PORT, DOQ_PORT
@@ -56,6 +57,7 @@ from harness.sitelist import load_site_list
 
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
 OUTSIDE_NAME = "this-name-is-not-in-the-lab.net"
+ARCHIVE_MARKER = "web-archive"  # in the run directory: the archive `lab up --web` was given
 
 
 class Lab(Place):
@@ -104,7 +106,10 @@ class Lab(Place):
         return {"place": f"{self.kind}:{self.name}", "lab_profile": str(self.config.source)}
 
     def served_sites(self) -> set[str]:
-        """The sites of the lab profile's list, all of which the synthetic web serves."""
+        """The sites of the lab profile's list, all of which the synthetic web serves (or the archive's)."""
+        replay = self.replay_web()
+        if replay:
+            return set(replay.sites)
         settings = self.config.settings.web
         return {site.domain for site in load_site_list(project_path(settings.sites), settings.top)}
 
@@ -202,15 +207,36 @@ class Lab(Place):
 
     def _up(self, wait: float) -> None:
         cfg = self.config
+        archive = self.archive_dir
+        replay = ReplayWeb.plan(cfg, archive) if archive else None  # a broken archive fails before anything runs
         self._prepare_run_dir()
-        web_root, host_domain = ensure_web(cfg)
-        zones = build_zones(cfg, host_domain)
+        web_root, host_domain = ensure_web(cfg)  # www.lab.test's page comes from it, even when replaying
+        zones = build_zones(cfg, {} if replay else host_domain)
         tls = make_certificates(cfg, self.run_dir, self.ca_path, zones)
-        self._write_zone_and_web_configs(zones, web_root, tls)
+        self._write_zone_and_web_configs(zones, web_root, tls, replay)
         topology.build(cfg)
         topology.set_client_resolver(cfg, cfg.addresses.resolver(0))
-        daemons, endpoints = LabServers(cfg, self.run_dir).daemons(tls)
+        daemons, endpoints = LabServers(cfg, self.run_dir, replay).daemons(tls)
         self._start_and_wait(daemons, endpoints, wait)
+
+    @property
+    def archive_dir(self) -> Path | None:
+        """The replay archive this lab serves (the profile's, or the one `lab up --web` gave), else None."""
+        if self.config.settings.web.archive:
+            return project_path(self.config.settings.web.archive)
+        marker = self.run_dir / ARCHIVE_MARKER
+        return Path(marker.read_text().strip()) if marker.exists() else None
+
+    def replay_events(self, since: float, until: float) -> dict[str, int] | None:
+        """The replay server's misses and fuzzy matches between two Unix times (None: no archive served)."""
+        if self.archive_dir is None:
+            return None
+        return count_events(events_log(self.run_dir), since, until)
+
+    def replay_web(self) -> ReplayWeb | None:
+        """The archive's web as placed in this lab, if it replays one."""
+        archive = self.archive_dir
+        return ReplayWeb.plan(self.config, archive) if archive else None
 
     def _prepare_run_dir(self) -> None:
         """Make the run directories and an empty state file."""
@@ -219,11 +245,16 @@ class Lab(Place):
             d.mkdir(parents=True, exist_ok=True)
         save_state(self.state_file, self.config, [])  # from here on, `down` knows this lab exists
 
-    def _write_zone_and_web_configs(self, zones: ZoneData, web_root: Path, tls: LabTls) -> None:
-        """Resolver local data, the authoritative's root zone and nginx.conf."""
+    def _write_zone_and_web_configs(
+        self, zones: ZoneData, web_root: Path, tls: LabTls, replay: ReplayWeb | None = None
+    ) -> None:
+        """Resolver local data, the authoritative's root zone (with an archive's records) and nginx.conf."""
         run = self.run_dir
         (run / "local-data.conf").write_text(unbound_local_data(zones))
-        (run / "root.zone").write_text(root_zone_file(zones, self.config.addresses.auth))
+        extra = replay.zone_lines() if replay else ""
+        (run / "root.zone").write_text(root_zone_file(zones, self.config.addresses.auth) + extra)
+        if replay:
+            (run / ARCHIVE_MARKER).write_text(f"{replay.archive_dir.resolve()}\n")
         (run / "nginx.conf").write_text(
             nginx_config(zones, run, web_root, tls.zone_certs, tls.web_key_file, tls.badcert)
         )
@@ -265,8 +296,12 @@ class Lab(Place):
         """What `checks` should verify from the client namespace."""
         status = self.status()
         names = infrastructure_names(self.config)
-        manifest = json.loads((self._web_root() / "manifest.json").read_text())
-        sites = [p["url"] for p in manifest["pages"][:web_sites]]
+        replay = self.replay_web()
+        if replay:
+            sites = replay.urls[:web_sites]
+        else:
+            manifest = json.loads((self._web_root() / "manifest.json").read_text())
+            sites = [p["url"] for p in manifest["pages"][:web_sites]]
         return {
             "ca": str(self.ca_path),
             "probe_name": f"www.{LAB_ZONE}",
@@ -278,7 +313,10 @@ class Lab(Place):
         }
 
     def web_hostnames(self) -> list[str]:
-        """Every hostname the lab's synthetic web uses, sorted (a domain list for resolver benchmarks)."""
+        """Every hostname the lab's web uses, sorted (a domain list for resolver benchmarks)."""
+        replay = self.replay_web()
+        if replay:
+            return replay.hostnames
         manifest = json.loads((self._web_root() / "manifest.json").read_text())
         return sorted({h for page in manifest["pages"] for h in page["hostnames"] + page["late_hostnames"]})
 

@@ -18,6 +18,7 @@ from harness.daemons import Daemon
 from harness.lab import faults, upstream
 from harness.lab.certificates import LabTls
 from harness.lab.config import LabConfig, RecursiveResolver
+from harness.lab.replayweb import ReplayWeb
 from harness.lab.unbound import DOH3_PORT, DOQ_PORT, authoritative_config, nodelay_env, openssl_conf, resolver_config
 from harness.lab.zones import resolver_tls_name
 from harness.paths import PROJECT_ROOT
@@ -31,13 +32,14 @@ ServerDaemons = tuple[list[Daemon], list[Endpoint]]  # daemons and the endpoints
 class LabServers:
     """The daemons of one lab's server namespace; each part writes its configuration as it is made."""
 
-    def __init__(self, config: LabConfig, run_dir: Path):
+    def __init__(self, config: LabConfig, run_dir: Path, replay: ReplayWeb | None = None):
         self.config = config
         self.run_dir = run_dir
+        self.replay = replay  # the web replayed from an archive, beside nginx's www.lab.test and badcert
 
     def daemons(self, tls: LabTls) -> ServerDaemons:
         """Every daemon, in start order, and the endpoints that show they are up."""
-        parts = [self._authoritative(), self._resolvers(tls), self._web(), self._tarpit()]
+        parts = [self._authoritative(), self._resolvers(tls), self._web(), self._replay(tls), self._tarpit()]
         daemons = [d for part_daemons, _ in parts for d in part_daemons]
         endpoints = [e for _, part_endpoints in parts for e in part_endpoints]
         return daemons, endpoints
@@ -84,7 +86,8 @@ class LabServers:
             cert.write_bytes(tls.ca.issue([resolver_tls_name(r.name)], [addr], tls.resolver_key))
             faults.write_certificates(run / "certs", tls.ca, tls.resolver_key, r.name, addr)
             conf = run / f"resolver-{r.name}.conf"
-            conf.write_text(resolver_config(cfg, i, r, run, cert, tls.resolver_key_file, run / "local-data.conf"))
+            zone = run / "root.zone" if self.replay else None
+            conf.write_text(resolver_config(cfg, i, r, run, cert, tls.resolver_key_file, run / "local-data.conf", zone))
             daemons.append(
                 self._daemon(
                     f"resolver-{r.name}",
@@ -139,6 +142,14 @@ class LabServers:
         )
         # One nginx listens on all web addresses: waiting for the first stands for the rest.
         return [nginx], [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
+
+    def _replay(self, tls: LabTls) -> ServerDaemons:
+        """The replay server on the archive's lab addresses (none for the synthetic web)."""
+        if self.replay is None or not self.replay.hosts_at:
+            return [], []
+        config = self.replay.server_config(self.run_dir, tls.ca, self.config.settings.web.replay_wait)
+        daemon = self.replay.daemon(self.config.namespaces["server"], self.run_dir, config)
+        return [daemon], [(a, 443) for a in sorted(self.replay.hosts_at)]
 
     def _tarpit(self) -> ServerDaemons:
         """The tarpit on the hang address (it accepts and never answers)."""

@@ -102,8 +102,13 @@ def resolver_config(
     cert: Path,
     key: Path,
     local_data: Path,
+    zone_file: Path | None = None,
 ) -> str:
-    """A lab resolver serving Do53 (UDP, TCP), DoT on 853 and DoH on 443 (HTTP/2, GET and POST)."""
+    """A lab resolver serving Do53 (UDP, TCP), DoT on 853 and DoH on 443 (HTTP/2, GET and POST).
+
+    ``zone_file`` (a lab replaying an archive): a local resolver answers from the lab's root zone instead of
+    local data, because unbound's local data does not follow CNAME chains and an archive's names have them.
+    """
     address = config.addresses.resolver(index)
     lines = _common(
         run,
@@ -120,7 +125,9 @@ def resolver_config(
         "  log-queries: yes",
         "  log-replies: yes",
     ]
-    if isinstance(resolver, LocalResolver):
+    if isinstance(resolver, LocalResolver) and zone_file is not None:
+        lines += ['  local-zone: "test." nodefault'] + _zone(zone_file, downstream=False)
+    elif isinstance(resolver, LocalResolver):
         # Everything outside the lab's zones gets NXDOMAIN here, at once.
         lines += ['  local-zone: "." static', f'  include: "{local_data}"']
     else:
@@ -144,14 +151,18 @@ def resolver_config(
 def authoritative_config(config: LabConfig, run: Path, zone_file: Path) -> str:
     """The lab authoritative: every lab record in one zone for ".", for recursive lab resolvers."""
     lines = _common(run, [f"{config.addresses.auth}@53"], [str(config.addresses.server_net)])
-    lines += [
-        '  local-zone: "test." nodefault',
+    lines += ['  local-zone: "test." nodefault'] + _zone(zone_file, downstream=True)
+    lines += _remote_control(run / "auth.ctl")
+    return "\n".join(lines) + "\n"
+
+
+def _zone(zone_file: Path, downstream: bool) -> list[str]:
+    """The lab's root zone: served as an authoritative (downstream), or read as a resolver's own upstream."""
+    return [
         "auth-zone:",
         '  name: "."',
         f'  zonefile: "{zone_file}"',
-        "  for-downstream: yes",
-        "  for-upstream: no",
+        f"  for-downstream: {'yes' if downstream else 'no'}",
+        f"  for-upstream: {'no' if downstream else 'yes'}",
         "  fallback-enabled: no",
     ]
-    lines += _remote_control(run / "auth.ctl")
-    return "\n".join(lines) + "\n"

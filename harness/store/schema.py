@@ -79,6 +79,15 @@ ADDED_COLUMNS = [
     # Where the visit or timing ran: a study's vantage point, "" for a single-host study.
     ("visits", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
     ("timings", "vantage_point", "TEXT NOT NULL DEFAULT ''"),
+    # How the visit's browser and resolver connection were (issue 30): a store from before had fresh, cold.
+    ("visits", "browser_session", "TEXT NOT NULL DEFAULT 'fresh'"),
+    ("visits", "session_ordinal", "INTEGER"),
+    ("visits", "resolver_connection", "TEXT NOT NULL DEFAULT 'cold'"),
+    ("visits", "resolver_handshakes", "INTEGER"),
+    ("visits", "first_query_open", "INTEGER"),
+    # A visit to a web replayed from an archive (docs/replay.md): its misses and fuzzy matches; NULL elsewhere.
+    ("visits", "replay_misses", "INTEGER"),
+    ("visits", "replay_fuzzy", "INTEGER"),
     # The browser the visit ran in: every visit of a store from before browsers were a factor ran in Firefox.
     ("visits", "browser", "TEXT NOT NULL DEFAULT 'firefox'"),
 ]

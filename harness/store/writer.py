@@ -181,7 +181,10 @@ class StoreWriter:
             "UPDATE visits SET status = 'done', attempts = :attempts, visit_id = :visit_id, "
             "started_at = :started_at, error_class = :error_class, detail = :detail, paper_2019 = :paper_2019, "
             "counted = :counted, on_load_ms = :on_load_ms, har_path = :har_path, record = :record, "
-            "fcp_ms = :fcp_ms, lcp_ms = :lcp_ms, dcl_ms = :dcl_ms "
+            "fcp_ms = :fcp_ms, lcp_ms = :lcp_ms, dcl_ms = :dcl_ms, browser_session = :browser_session, "
+            "session_ordinal = :session_ordinal, resolver_connection = :resolver_connection, "
+            "resolver_handshakes = :resolver_handshakes, first_query_open = :first_query_open, "
+            "replay_misses = :replay_misses, replay_fuzzy = :replay_fuzzy "
             "WHERE study_id = :study_id AND ordinal = :ordinal AND status = 'planned'",
             {
                 "attempts": completed.attempts,
@@ -198,6 +201,13 @@ class StoreWriter:
                 "lcp_ms": record.get("lcp_ms"),
                 # DOMContentLoaded counts as a load metric of Successful visits only, like onLoad.
                 "dcl_ms": record.get("on_content_load_ms") if record["on_load_ms"] is not None else None,
+                "browser_session": record.get("browser_session", "fresh"),
+                "session_ordinal": record.get("session_ordinal"),
+                "resolver_connection": record.get("resolver_connection", "cold"),
+                "resolver_handshakes": record.get("resolver_handshakes"),
+                "first_query_open": _flag(record.get("first_query_open")),
+                "replay_misses": record.get("replay_misses"),
+                "replay_fuzzy": record.get("replay_fuzzy"),
                 "study_id": study_id,
                 "ordinal": completed.visit.ordinal,
             },
@@ -322,3 +332,8 @@ def _timing_row(where: dict, t: dict) -> dict:
         "error": t.get("error"),
         "record": json.dumps(t),
     }
+
+
+def _flag(value: bool | None) -> int | None:
+    """A yes/no/unknown as SQLite holds it."""
+    return None if value is None else int(value)

@@ -1,0 +1,32 @@
+"""Per-site misses and fuzzy matches of visits to a web replayed from an archive (docs/replay.md)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def replayed(visits: pd.DataFrame) -> pd.DataFrame:
+    """The visits made on a replayed web (their miss counts are recorded; NULL on any other web)."""
+    return visits[visits["replay_misses"].notna()]
+
+
+def replay_table(visits: pd.DataFrame, misses_per_visit: float) -> pd.DataFrame:
+    """Per site: replayed visits, misses, fuzzy matches, misses per visit, and whether that passes the threshold.
+
+    Flagged sites first, then by misses per visit."""
+    rows = replayed(visits)
+    columns = ["site", "visits", "misses", "fuzzy", "misses_per_visit", "flagged"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    by_site = rows.groupby("site", observed=True)
+    frame = pd.DataFrame(
+        {
+            "visits": by_site.size(),
+            "misses": by_site["replay_misses"].sum().astype(int),
+            "fuzzy": by_site["replay_fuzzy"].sum().astype(int),
+        }
+    )
+    frame["misses_per_visit"] = frame["misses"] / frame["visits"]
+    frame["flagged"] = frame["misses_per_visit"] > misses_per_visit
+    frame = frame.reset_index().sort_values(["flagged", "misses_per_visit", "site"], ascending=[False, False, True])
+    return frame[columns].reset_index(drop=True)

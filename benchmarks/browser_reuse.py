@@ -1,0 +1,180 @@
+"""Fresh against reused browsers, and cold against warm resolver connections: the same lab visits, per arm.
+
+Blocks alternate between the modes (a block: every arm, `--per-block` times,
+arms shuffled), as a crawl's network blocks do; a reused browser serves one
+block, as in a crawl. Per network and arm it prints the onLoad medians of
+fresh-cold and reused-cold browsers, their ratio with a bootstrap 95 %
+interval and a Mann-Whitney U test (reuse must change nothing measured);
+with reused-warm, the measured onLoad drop against the expected one (the
+handshake round trips of the arm's transport times the link's added RTT);
+the median harness overhead per visit (wall minus onLoad) and visits per
+hour per mode; and the reused browser's memory (PSS) over the visits of
+one browser (`--memory-visits`), for the restart policy's default.
+
+    .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import mannwhitneyu
+
+from benchmarks.benchlab import add_lab_arguments, fresh_lab
+
+#: (browser session, resolver connection) of each mode.
+MODES = {"fresh-cold": ("fresh", "cold"), "reused-cold": ("reused", "cold"), "reused-warm": ("reused", "warm")}
+#: Round trips a new resolver connection costs before its first answer: TCP + TLS 1.3 (DoT, DoH); QUIC's one.
+HANDSHAKE_RTTS = {"do53": 0, "dot": 2, "doh": 2, "doq": 1, "doh3": 1}
+
+
+def ratio_interval(a: list[float], b: list[float], rng: np.random.Generator, n: int = 2000) -> tuple[float, float]:
+    """A bootstrap 95 % interval of median(a) / median(b), resampling each sample on its own."""
+    x, y = np.asarray(a), np.asarray(b)
+    ratios = [np.median(rng.choice(x, x.size)) / np.median(rng.choice(y, y.size)) for _ in range(n)]
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def run_block(visitor, protocols: list[str], per_block: int, url: str, rows: dict, mode: str, net: str) -> None:
+    """One block of one mode: every arm ``per_block`` times, shuffled; the reused browser closed at its end."""
+    order = [p for p in protocols for _ in range(per_block)]
+    random.shuffle(order)
+    try:
+        for protocol in order:
+            t = time.perf_counter()
+            result = visitor.visit_once(url, protocol, "near")
+            wall = time.perf_counter() - t
+            rows.setdefault((net, mode, protocol), []).append(
+                {
+                    "ok": result.error_class == "Successful",
+                    "onload": result.on_load_ms,
+                    "wall": wall,
+                    "handshakes": result.resolver_handshakes,
+                    "open": result.first_query_open,
+                    "detail": result.detail,
+                }
+            )
+    finally:
+        visitor.close()
+
+
+def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict[str, float]) -> None:
+    rng = np.random.default_rng(1)
+    print("\nonLoad (ms), fresh-cold against reused-cold: medians, ratio reused/fresh [95 % CI], Mann-Whitney p")
+    for net in networks:
+        for protocol in protocols:
+            fresh = [r["onload"] for r in rows.get((net, "fresh-cold", protocol), []) if r["ok"]]
+            cold = [r["onload"] for r in rows.get((net, "reused-cold", protocol), []) if r["ok"]]
+            if len(fresh) < 3 or len(cold) < 3:
+                continue
+            low, high = ratio_interval(cold, fresh, rng)
+            p = mannwhitneyu(cold, fresh).pvalue
+            f, c = statistics.median(fresh), statistics.median(cold)
+            print(
+                f"{net:6} {protocol:5} n={len(fresh):3}/{len(cold):3}  fresh {f:7.0f}  reused {c:7.0f}  "
+                f"ratio {c / f:.3f} [{low:.3f}, {high:.3f}]  p={p:.3f}"
+            )
+    print("\nreused-warm against reused-cold: onLoad median drop (ms), expected = handshake RTTs x added RTT")
+    for net in networks:
+        for protocol in protocols:
+            cold = [r["onload"] for r in rows.get((net, "reused-cold", protocol), []) if r["ok"]]
+            warm = [r["onload"] for r in rows.get((net, "reused-warm", protocol), []) if r["ok"]]
+            if len(cold) < 3 or len(warm) < 3:
+                continue
+            expected = HANDSHAKE_RTTS[protocol] * link_rtt[net]
+            drop = statistics.median(cold) - statistics.median(warm)
+            hs = [r["handshakes"] for r in rows[(net, "reused-warm", protocol)] if r["handshakes"] is not None]
+            opened = sum(bool(r["open"]) for r in rows[(net, "reused-warm", protocol)])
+            print(
+                f"{net:6} {protocol:5} cold {statistics.median(cold):7.0f}  warm {statistics.median(warm):7.0f}  "
+                f"drop {drop:6.0f}  expected {expected:5.0f}  p={mannwhitneyu(cold, warm).pvalue:.3f}  "
+                f"warm: first query on an open connection {opened}/{len(rows[(net, 'reused-warm', protocol)])}"
+                + (f", handshakes median {statistics.median(hs):g}" if hs else "")
+            )
+    print("\nper mode: median overhead per visit (wall - onLoad, s), visits per hour (from the median wall), failures")
+    for net in networks:
+        for mode in MODES:
+            data = [r for p in protocols for r in rows.get((net, mode, p), [])]
+            ok = [r for r in data if r["ok"]]
+            if not ok:
+                continue
+            overhead = statistics.median(r["wall"] - r["onload"] / 1000 for r in ok)
+            wall = statistics.median(r["wall"] for r in data)
+            failed = [r["detail"] for r in data if not r["ok"]]
+            print(
+                f"{net:6} {mode:12} n={len(data):4}  overhead {overhead:.3f}  {3600 / wall:6.0f} visits/h  "
+                f"failures {len(failed)}" + (f" ({failed[0][:80]})" if failed else "")
+            )
+
+
+def memory(lab, results: Path, visits: int, url: str) -> None:
+    """One reused browser, ``visits`` Do53 visits: its PSS now and then, for the restart policy's default."""
+    from harness.browser.base import SessionPolicy
+    from harness.visit import Visitor
+
+    visitor = Visitor(lab, results, session=SessionPolicy("reused"))
+    marks = {1, 10, 25, 50, 100, 200, 300, 500, 1000, visits}
+    try:
+        print("\nmemory of one reused browser (PSS of its processes, MiB) by visits served")
+        for n in range(1, visits + 1):
+            result = visitor.visit_once(url, "do53", "near")
+            if n in marks:
+                used = visitor.browser._reused.memory_mb()  # type: ignore[attr-defined]  # Firefox's
+                print(f"  after {n:5} visits: {used:7.0f} MiB  (last visit {result.error_class})", flush=True)
+    finally:
+        visitor.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--visits", type=int, default=40, help="visits per arm, mode and network")
+    parser.add_argument("--per-block", type=int, default=2, help="visits per arm in one block")
+    parser.add_argument("--networks", default="wired,4g")
+    parser.add_argument("--protocols", default="do53,dot,doh,doq,doh3")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--memory-visits", type=int, default=0, help="visits of one reused browser (0: none)")
+    parser.add_argument("--url", default="https://google.com/")
+    add_lab_arguments(parser)
+    args = parser.parse_args()
+
+    from harness.browser.base import SessionPolicy
+    from harness.shaping.link_profile import load_link_profile
+    from harness.shaping.shaper import Shaper
+    from harness.visit import Visitor
+
+    networks, protocols, modes = args.networks.split(","), args.protocols.split(","), args.modes.split(",")
+    lab = fresh_lab(args)
+    rows: dict = {}
+    link_rtt = {n: load_link_profile(n).round_trip()["added_rtt_ms"] for n in networks}
+    random.seed(1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            shaper = Shaper(lab)
+            visitors = {
+                mode: Visitor(lab, Path(tmp), session=SessionPolicy(MODES[mode][0]), resolver_connection=MODES[mode][1])
+                for mode in modes
+            }
+            for net in networks:
+                shaper.apply(load_link_profile(net))
+                for block in range(max(1, args.visits // args.per_block)):
+                    for mode in random.sample(modes, len(modes)):
+                        visitors[mode].network = net
+                        run_block(visitors[mode], protocols, args.per_block, args.url, rows, mode, net)
+                    print(f"{net}: block {block + 1} of every mode done", flush=True)
+            shaper.clear()
+            report(rows, networks, protocols, link_rtt)
+            if args.memory_visits:
+                memory(lab, Path(tmp), args.memory_visits, args.url)
+    finally:
+        lab.down()
+
+
+if __name__ == "__main__":
+    main()

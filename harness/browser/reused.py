@@ -1,0 +1,171 @@
+"""One Firefox for many visits (`browser_session = "reused"`), with nothing of one visit seen by the next.
+
+Before every visit, in this order: the arm's preferences are set in the
+running browser (each visit's arm may differ; those of the arm before are
+put back), everything a visit could leave is cleared (scripts/clear-state.js:
+Services.clearData with CLEAR_ALL, the TLS session cache, every idle
+connection closed, the browser's DoH connection with them, the DNS cache),
+and the visit gets a new tab in a new user context (WebDriver BiDi
+`browser.createUserContext`): cookies, storage, the HTTP cache and
+connections are partitioned by it in Firefox, so even what clearing missed
+is out of the next visit's reach. After the visit its tab and user context
+are removed. The watchdog runs per visit; when it fires the browser is
+killed and the next visit gets a new one (harness/browser/firefox.py).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from harness import netns
+from harness.browser.base import PageLoad
+from harness.browser.scripts import script
+from harness.browser.session import FirefoxSession, _first_line
+
+#: Preferences of a browser that serves many visits, set at its start. The platform resolver's state is per
+#: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lives across visits would keep
+#: the resolv.conf of the arm before (Do53 to the resolver, or the stub on loopback). Idle DNS threads exit at
+#: once, so each visit's are new (a thread start costs microseconds; within a visit a thread serves many names).
+REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-idle-time-seconds": 0}
+
+_CLEAR = script("clear-state")
+_SET_PREFS = script("set-prefs")
+
+
+class ReusedFirefoxSession(FirefoxSession):
+    """A `FirefoxSession` that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
+    per visit, and `stop` at the end."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "prefs": {**(kwargs.get("prefs") or {}), **REUSED_PREFS}})
+        self.visits = 0  # visits begun in this browser
+        self._home: str | None = None  # the first tab's window handle: where the driver waits between visits
+        self._tab: str | None = None  # the current visit's tab (a BiDi browsing context id = a window handle)
+        self._user_context: str | None = None
+        self._originals: dict = {}  # preferences the current arm set -> the value each had before it
+        self._firefox: int | None = None  # the Firefox parent process (geckodriver's child)
+
+    def start(self) -> None:
+        """Start the browser as a fresh session does; its watchdog then covers only the start (one per visit)."""
+        super().start()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self._driver is not None and self._events is not None and self._driver_proc is not None:
+            driver_pid = self._driver_proc.pid
+            self._firefox = next((p for p in self._account_pids() if _parent(p) == driver_pid), None)
+            try:
+                self._home = self._driver.current_window_handle
+            except Exception as exc:
+                self.report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
+
+    @property
+    def alive(self) -> bool:
+        """Started, not killed (by the watchdog or a failure), geckodriver running, and Firefox too (not dead,
+        not stopped): read from /proc, so a browser that hangs costs no wait here (the visit's watchdog has it)."""
+        proc = self._driver_proc
+        return (
+            self._events is not None
+            and self._home is not None
+            and not self._killed.is_set()
+            and proc is not None
+            and proc.poll() is None
+            and self._firefox is not None
+            and _state(self._firefox) not in ("Z", "X", "T", "t", None)
+        )
+
+    def memory_mb(self) -> float:
+        """The proportional set size of the browser's processes (Firefox's children, geckodriver), in MiB."""
+        total = 0
+        for pid in self._account_pids():
+            try:
+                rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            except OSError:
+                continue
+            total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+        return total / 1024
+
+    def begin_visit(self, prefs: dict) -> None:
+        """A visit's report and watchdog, the arm's preferences, everything cleared, a new user context and tab.
+
+        A browser that fails at this is killed, and the visit is the harness's failure (`driver_failure`).
+        """
+        if self.visits:  # the first visit's report keeps the browser's start
+            self.report = PageLoad()
+        self.visits += 1
+        if not self.alive:
+            self.report.driver_failure = self.report.driver_failure or "reuse: the browser is not running"
+            return
+        self._watchdog = self._start_watchdog()
+        t = time.monotonic()
+        try:
+            with netns.entered(self.namespace):
+                self._apply_prefs(prefs)
+                cleared = self._in_chrome_async(self._driver, _CLEAR)  # type: ignore[arg-type]  # alive
+                if not isinstance(cleared, dict) or "error" in cleared:
+                    raise RuntimeError(f"clearing failed: {cleared}")
+                self._open_tab()
+        except Exception as exc:
+            self.report.driver_failure = f"reuse: {type(exc).__name__}: {_first_line(exc)}"
+            self.kill()
+        self.report.phases["clear"] = time.monotonic() - t
+
+    def _apply_prefs(self, prefs: dict) -> None:
+        restore = {n: v for n, v in self._originals.items() if n not in prefs}
+        before = self._in_chrome(self._driver, _SET_PREFS, prefs, restore)  # type: ignore[arg-type]  # alive
+        self._originals = {n: self._originals[n] if n in self._originals else before[n] for n in prefs}
+
+    def _open_tab(self) -> None:
+        """A new user context and a tab in it, which the driver switches to; events so far are dropped."""
+        assert self._events is not None and self._driver is not None  # alive
+        self._user_context = self._events.command("browser.createUserContext", {})["userContext"]
+        created = self._events.command("browsingContext.create", {"type": "tab", "userContext": self._user_context})
+        self._tab = created["context"]
+        self._driver.switch_to.window(self._tab)
+        self._events.take()
+
+    def load(self, url: str) -> PageLoad:
+        """Navigate and collect, unless the visit's preparation failed."""
+        if self.report.driver_failure is not None:
+            return self.report
+        return super().load(url)
+
+    def end_visit(self) -> None:
+        """Close the visit's tab and user context, back to the first tab; a browser that fails at it is killed
+        (the visit stands: it was measured before)."""
+        t = time.monotonic()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        try:
+            if self.alive and self._events is not None and self._driver is not None:
+                if self._tab is not None:
+                    self._events.command("browsingContext.close", {"context": self._tab})
+                if self._user_context is not None:
+                    self._events.command("browser.removeUserContext", {"userContext": self._user_context})
+                self._driver.switch_to.window(self._home)  # type: ignore[arg-type]  # alive
+        except Exception:  # the visit was measured; its browser goes, and the next visit gets a new one
+            self.kill()
+        self._tab = self._user_context = None
+        self.report.phases["shutdown"] = self.report.phases.get("shutdown", 0.0) + time.monotonic() - t
+
+    def _take_events(self, events) -> list[dict]:
+        """The visit's events, taken from the log, which stays open for the next visit."""
+        return events.take()
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (state first), or None if the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat(pid)
+    return fields[0] if fields else None

@@ -1,0 +1,254 @@
+"""The lab's replay server: a web from an archive (docs/replay.md), HTTP/1.1 and HTTP/2 over TLS.
+
+Run by `lab up --web DIR` in the server namespace as
+`python -m harness.lab.replayserver CONFIG`: it binds 443 on each lab web
+address with that address's certificate and the HTTP versions its hosts were
+recorded with, drops to the helper account, and answers each request from
+the archive (harness/replay/matching.py), after the recorded server wait
+unless the lab turns waits off. Every miss and fuzzy match is one JSON line
+in the events log, with the time, so a visit can count its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import ssl
+import sys
+import time
+from dataclasses import dataclass
+from typing import IO
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+import h11
+
+from harness.replay.archive import Archive, Exchange
+from harness.replay.matching import ExchangeIndex, Match, body_for, response_headers
+
+NOT_FOUND = b"not in the replay archive\n"
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    wait_s: float
+
+
+class Replayer:
+    """The archive's answers, with each HTML body made deterministic once, and the events log."""
+
+    def __init__(self, archive: Archive, wait: bool, events: IO[str]):
+        self.index = ExchangeIndex(archive.load_all())
+        self.wait = wait
+        self.events = events
+        self.bodies: dict[int, bytes] = {}
+
+    def reply(self, host: str, method: str, target: str) -> Reply:
+        match = self.index.match(host, method, target)
+        if match.exchange is None or match.site is None:
+            self._log("miss", host, method, target, match)
+            return Reply(404, [("content-type", "text/plain")], NOT_FOUND, 0.0)
+        if match.fuzzy:
+            self._log("fuzzy", host, method, target, match)
+        e: Exchange = match.exchange
+        body = self.bodies.get(id(e))
+        if body is None:
+            body = self.bodies[id(e)] = body_for(e, match.site)
+        wait = e.wait_ms / 1000 if self.wait else 0.0
+        return Reply(e.status, response_headers(e), b"" if method.upper() == "HEAD" else body, wait)
+
+    def _log(self, kind: str, host: str, method: str, target: str, match: Match) -> None:
+        line = {"time": time.time(), "kind": kind, "host": host, "method": method, "target": target}
+        if match.fuzzy:
+            line["recorded_query"] = match.recorded_query
+        self.events.write(json.dumps(line) + "\n")
+        self.events.flush()
+
+
+# -- HTTP/1.1 -------------------------------------------------------------
+
+
+async def serve_h1(replayer: Replayer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    conn = h11.Connection(h11.SERVER)
+    request: h11.Request | None = None
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            data = await reader.read(65536)
+            conn.receive_data(data)
+            if not data and conn.their_state is not h11.SEND_BODY:
+                return
+        elif isinstance(event, h11.Request):
+            request = event
+        elif isinstance(event, h11.EndOfMessage) and request is not None:
+            host = dict((k.decode().lower(), v.decode()) for k, v in request.headers).get("host", "")
+            reply = replayer.reply(host, request.method.decode(), request.target.decode())
+            if reply.wait_s:
+                await asyncio.sleep(reply.wait_s)
+            headers = reply.headers + [("content-length", str(len(reply.body)))]
+            writer.write(conn.send(h11.Response(status_code=reply.status, headers=headers)))
+            if reply.body:
+                writer.write(conn.send(h11.Data(data=reply.body)))
+            writer.write(conn.send(h11.EndOfMessage()))
+            await writer.drain()
+            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                return
+            conn.start_next_cycle()
+            request = None
+        elif isinstance(event, h11.ConnectionClosed | h11.PAUSED):
+            return
+
+
+# -- HTTP/2 ---------------------------------------------------------------
+
+
+class H2Session:
+    """One HTTP/2 connection: requests answered on their own tasks, bodies sent within flow control."""
+
+    def __init__(self, replayer: Replayer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.replayer, self.reader, self.writer = replayer, reader, writer
+        config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
+        self.conn = h2.connection.H2Connection(config=config)
+        self.window = asyncio.Event()
+        self.requests: dict[int, dict[str, str]] = {}
+        self.tasks: set[asyncio.Task] = set()
+
+    async def run(self) -> None:
+        self.conn.initiate_connection()
+        self.conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 256})
+        self._flush()
+        while True:
+            data = await self.reader.read(65536)
+            if not data:
+                break
+            try:
+                events = self.conn.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                self._flush()
+                break
+            for event in events:
+                self._on(event)
+            self._flush()
+        for task in self.tasks:
+            task.cancel()
+
+    def _on(self, event: h2.events.Event) -> None:
+        if isinstance(event, h2.events.RequestReceived):
+            # Answered at its StreamEnded event, which h2 reports even when the headers end the stream.
+            self.requests[event.stream_id] = {str(k): str(v) for k, v in event.headers or []}
+        elif isinstance(event, h2.events.DataReceived):
+            self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        elif isinstance(event, h2.events.StreamEnded) and event.stream_id in self.requests:
+            self._answer(event.stream_id)
+        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+            self.window.set()
+        elif isinstance(event, h2.events.StreamReset):
+            self.requests.pop(event.stream_id, None)
+
+    def _answer(self, stream_id: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._respond(stream_id))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _respond(self, stream_id: int) -> None:
+        headers = self.requests.get(stream_id)
+        if headers is None:
+            return
+        reply = self.replayer.reply(headers.get(":authority", ""), headers.get(":method", "GET"), headers[":path"])
+        if reply.wait_s:
+            await asyncio.sleep(reply.wait_s)
+        try:
+            out = [(":status", str(reply.status))] + reply.headers + [("content-length", str(len(reply.body)))]
+            self.conn.send_headers(stream_id, out, end_stream=not reply.body)
+            self._flush()
+            await self._send_body(stream_id, memoryview(reply.body))
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+            pass
+        finally:
+            self.requests.pop(stream_id, None)
+
+    async def _send_body(self, stream_id: int, body: memoryview) -> None:
+        while body:
+            size = min(self.conn.local_flow_control_window(stream_id), self.conn.max_outbound_frame_size, len(body))
+            if size <= 0:
+                self.window.clear()
+                await self.window.wait()
+                continue
+            self.conn.send_data(stream_id, body[:size].tobytes(), end_stream=size == len(body))
+            body = body[size:]
+            self._flush()
+            await self.writer.drain()
+
+    def _flush(self) -> None:
+        data = self.conn.data_to_send()
+        if data:
+            self.writer.write(data)
+
+
+# -- the server -------------------------------------------------------------
+
+
+def _context(cert: str, key: str, alpn: list[str]) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(alpn)
+    return context
+
+
+def _handler(replayer: Replayer):
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        ssl_object = writer.get_extra_info("ssl_object")
+        try:
+            if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
+                await H2Session(replayer, reader, writer).run()
+            else:
+                await serve_h1(replayer, reader, writer)
+        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    return handle
+
+
+def _drop_privileges(user: str) -> None:
+    entry = pwd.getpwnam(user)
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+
+
+async def serve(config: dict) -> None:
+    """Bind every listen address, drop privileges, answer until killed."""
+    with open(config["events"], "a") as events:
+        replayer = Replayer(Archive(config["archive"]), bool(config["wait"]), events)
+        handle = _handler(replayer)
+        servers = [
+            await asyncio.start_server(
+                handle, spec["address"], spec.get("port", 443), ssl=_context(spec["cert"], spec["key"], spec["alpn"])
+            )
+            for spec in config["listen"]
+        ]
+        if config.get("user"):
+            _drop_privileges(config["user"])
+        print(f"replay server: {len(replayer.index.by_key)} URLs on {len(servers)} addresses", flush=True)
+        await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+def main(argv: list[str]) -> None:
+    with open(argv[1]) as f:
+        config = json.load(f)
+    asyncio.run(serve(config))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

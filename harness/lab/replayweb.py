@@ -1,0 +1,123 @@
+"""A lab web from a replay archive: its DNS in the lab's zone, its addresses, certificates and replay server.
+
+Each address the archive's hostnames resolved to becomes a lab web address
+(from the second on: the first serves www.lab.test), in order of first use,
+so hostnames that shared an address share one in the lab and the browser
+coalesces their connections as it did; past the lab's web addresses they
+wrap round (docs/replay.md). The authoritative's root zone gets every
+recorded name with its CNAME chain and TTLs; A records only, as the lab has
+no IPv6. Each lab address gets one certificate from the lab CA for every
+name on it, and offers HTTP/2 if any exchange with one of its hosts was.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.accounts import helper
+from harness.daemons import Daemon
+from harness.lab.ca import CertificateAuthority, new_key, write_key
+from harness.lab.config import LabConfig
+from harness.paths import PROJECT_ROOT
+from harness.replay.archive import Archive, SiteRecord
+
+
+@dataclass
+class ReplayWeb:
+    """Where each archived name lives in one lab: zone lines, addresses and what each address serves."""
+
+    archive_dir: Path
+    records: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # owner -> (type, data, ttl)
+    hosts_at: dict[str, set[str]] = field(default_factory=dict)  # lab address -> names served there
+    http2_at: set[str] = field(default_factory=set)  # lab addresses offering HTTP/2
+    sites: list[str] = field(default_factory=list)
+    urls: list[str] = field(default_factory=list)
+    hostnames: list[str] = field(default_factory=list)
+
+    @classmethod
+    def plan(cls, config: LabConfig, archive_dir: Path) -> ReplayWeb:
+        """The archive's names placed in this lab (every site loaded, so a broken archive fails here)."""
+        web = cls(archive_dir)
+        records = Archive(archive_dir).load_all()
+        pool = config.addresses.web(config.settings.web_addresses)[1:] or config.addresses.web(1)
+        mapped: dict[str, str] = {}
+        for record in records:
+            web._add(record, pool, mapped)
+        web.sites = [r.site for r in records]
+        web.urls = [r.url for r in records]
+        web.hostnames = sorted({h for r in records for h in r.hostnames})
+        return web
+
+    def _add(self, record: SiteRecord, pool: list[str], mapped: dict[str, str]) -> None:
+        http2 = {e.host for e in record.exchanges if e.http_version.upper().startswith("HTTP/2")}
+        for name, answer in sorted(record.dns.items()):
+            if not answer.a or name in self.records:
+                continue  # no address (nothing to serve), or already placed by an earlier site
+            owner = name
+            for target, ttl in answer.chain:
+                self.records.setdefault(owner, ("CNAME", target + ".", ttl))
+                owner = target
+            recorded = answer.a[0]
+            address = mapped.setdefault(recorded, pool[len(mapped) % len(pool)])
+            self.records.setdefault(owner, ("A", address, answer.a_ttl))
+            self.hosts_at.setdefault(address, set()).update({name, owner})
+            if name in http2:
+                self.http2_at.add(address)
+
+    def zone_lines(self) -> str:
+        """The archive's records for the lab's root zone."""
+        return "".join(
+            f"{owner}. {ttl} IN {kind} {data}\n" for owner, (kind, data, ttl) in sorted(self.records.items())
+        )
+
+    def server_config(self, run: Path, ca: CertificateAuthority, wait: bool) -> Path:
+        """Certificates per address and the replay server's configuration file; returns its path."""
+        key = new_key()
+        key_file = write_key(key, run / "certs" / "replay.key")
+        listen = []
+        for address, names in sorted(self.hosts_at.items()):
+            cert = run / "certs" / f"replay-{address}.pem"
+            cert.write_bytes(ca.issue(sorted(names), [], key))
+            alpn = ["h2", "http/1.1"] if address in self.http2_at else ["http/1.1"]
+            listen.append({"address": address, "cert": str(cert), "key": str(key_file), "alpn": alpn})
+        config = {
+            "archive": str(self.archive_dir),
+            "wait": wait,
+            "events": str(events_log(run)),
+            "user": helper().name,
+            "listen": listen,
+        }
+        path = run / "replay.json"
+        path.write_text(json.dumps(config, indent=1))
+        return path
+
+    def daemon(self, namespace: str, run: Path, config: Path) -> Daemon:
+        """The replay server in the server namespace (it binds as root, then runs as the helper account)."""
+        argv = [sys.executable, "-m", "harness.lab.replayserver", str(config)]
+        addresses = [f"{a}:443" for a in sorted(self.hosts_at)]
+        env = {"PYTHONPATH": str(PROJECT_ROOT)}
+        return Daemon("replay", namespace, argv, str(run / "logs" / "replay.log"), addresses, env=env)
+
+
+def events_log(run: Path) -> Path:
+    """Where the replay server writes its misses and fuzzy matches (one JSON line each)."""
+    return run / "logs" / "replay-events.jsonl"
+
+
+def count_events(log: Path, since: float, until: float) -> dict[str, int]:
+    """Misses and fuzzy matches the replay server logged between two Unix times."""
+    counts = {"miss": 0, "fuzzy": 0}
+    if not log.exists():
+        return counts
+    with log.open() as f:
+        for line in f:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed server: not an event
+            if since <= event.get("time", 0) <= until and event.get("kind") in counts:
+                counts[event["kind"]] += 1
+    return counts

@@ -1,0 +1,1 @@
+"""Record real pages with their DNS and replay them in the lab (docs/replay.md)."""

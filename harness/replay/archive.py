@@ -1,0 +1,236 @@
+"""The replay archive (docs/replay.md): recorded pages with their DNS, one compressed file per site.
+
+A directory holds `archive.json` (format name, version, the sites with
+their files and SHA-256) and `sites/<site>.json.gz`: one site's exchanges
+(method, URL, status, headers, body, HTTP version, the server's wait) and
+the DNS of every hostname it used (CNAME chain, A and AAAA with TTLs).
+Loading checks everything and fails with one line naming the file and what
+is wrong: a truncated or corrupt file, an unknown version, a missing body.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.durable import write_durably
+from harness.errors import HarnessError
+
+FORMAT = "dnsstudy-replay-archive"
+VERSION = 1
+INDEX = "archive.json"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request and its response, as the server sent it (body still content-encoded)."""
+
+    method: str
+    url: str
+    status: int
+    http_version: str  # "HTTP/1.1" or "HTTP/2.0"
+    request_headers: list[tuple[str, str]]
+    response_headers: list[tuple[str, str]]
+    body: bytes
+    wait_ms: float  # from the request's end to the response's first byte: the server's think time
+
+    @property
+    def host(self) -> str:
+        return (urlsplit(self.url).hostname or "").lower()
+
+
+@dataclass(frozen=True)
+class DnsAnswer:
+    """What a resolver answered for one hostname: its CNAME chain, then the addresses at the chain's end."""
+
+    name: str
+    chain: list[tuple[str, int]] = field(default_factory=list)  # (CNAME target, TTL of the CNAME pointing to it)
+    a: list[str] = field(default_factory=list)
+    a_ttl: int = 300
+    aaaa: list[str] = field(default_factory=list)
+    aaaa_ttl: int = 300
+    synthesized: bool = False  # made up at import (a HAR has no DNS), not recorded
+
+    @property
+    def canonical(self) -> str:
+        """The name that owns the addresses (the chain's last target, or the name itself)."""
+        return self.chain[-1][0] if self.chain else self.name
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    """One site's page: its URL, every exchange in the order it ended, the DNS of each hostname."""
+
+    site: str
+    url: str
+    source: str  # "recorded" (dnsstudy record) or "har" (dnsstudy archive import)
+    exchanges: list[Exchange]
+    dns: dict[str, DnsAnswer]
+
+    @property
+    def hostnames(self) -> list[str]:
+        return sorted({e.host for e in self.exchanges})
+
+    @property
+    def body_bytes(self) -> int:
+        return sum(len(e.body) for e in self.exchanges)
+
+
+def shared_addresses(dns: dict[str, DnsAnswer]) -> dict[str, list[str]]:
+    """Address -> the hostnames resolving to it, for addresses two or more hostnames shared."""
+    by_address: dict[str, set[str]] = {}
+    for name, answer in dns.items():
+        for address in answer.a + answer.aaaa:
+            by_address.setdefault(address, set()).add(name)
+    return {a: sorted(names) for a, names in sorted(by_address.items()) if len(names) > 1}
+
+
+# -- writing ------------------------------------------------------------
+
+
+def _exchange_json(e: Exchange) -> dict:
+    return {
+        "method": e.method,
+        "url": e.url,
+        "status": e.status,
+        "http_version": e.http_version,
+        "request_headers": [list(h) for h in e.request_headers],
+        "response_headers": [list(h) for h in e.response_headers],
+        "body": base64.b64encode(e.body).decode(),
+        "wait_ms": round(e.wait_ms, 3),
+    }
+
+
+def _dns_json(d: DnsAnswer) -> dict:
+    return {
+        "chain": [list(c) for c in d.chain],
+        "a": d.a,
+        "a_ttl": d.a_ttl,
+        "aaaa": d.aaaa,
+        "aaaa_ttl": d.aaaa_ttl,
+        "synthesized": d.synthesized,
+    }
+
+
+def write_site(directory: Path, record: SiteRecord) -> None:
+    """Add (or replace) one site's entry in the archive at ``directory``, creating the archive if needed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sites").mkdir(exist_ok=True)
+    doc = {
+        "site": record.site,
+        "url": record.url,
+        "source": record.source,
+        "exchanges": [_exchange_json(e) for e in record.exchanges],
+        "dns": {name: _dns_json(d) for name, d in sorted(record.dns.items())},
+    }
+    data = gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+    relative = f"sites/{record.site}.json.gz"
+    write_durably(data, directory / relative)
+    index: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    if (directory / INDEX).exists():
+        index = _read_index(directory)
+    sites = [s for s in index.get("sites", []) if s["site"] != record.site]
+    sites.append({"site": record.site, "file": relative, "sha256": hashlib.sha256(data).hexdigest()})
+    index["sites"] = sorted(sites, key=lambda s: s["site"])
+    write_durably((json.dumps(index, indent=1) + "\n").encode(), directory / INDEX)
+
+
+# -- reading ------------------------------------------------------------
+
+
+def _read_index(directory: Path) -> dict:
+    path = directory / INDEX
+    if not path.is_file():
+        raise HarnessError(f"{directory} is not a replay archive: {INDEX} is missing")
+    try:
+        index = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        raise HarnessError(f"{path}: not a {FORMAT} index (format {index.get('format')!r})")
+    if index.get("version") != VERSION:
+        raise HarnessError(
+            f"{path}: format version {index.get('version')!r} is unknown (this dnsstudy reads {VERSION})"
+        )
+    if not isinstance(index.get("sites", []), list):
+        raise HarnessError(f"{path}: 'sites' must be a list")
+    return index
+
+
+class Archive:
+    """A replay archive on disk: its index read at once, each site loaded (and checked) on demand."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.index = _read_index(self.directory)
+        self.entries = {s["site"]: s for s in self.index.get("sites", [])}
+
+    @property
+    def sites(self) -> list[str]:
+        return sorted(self.entries)
+
+    def load(self, site: str) -> SiteRecord:
+        """One site's record; a one-line error names the file if it is truncated, corrupt or incomplete."""
+        entry = self.entries.get(site)
+        if entry is None:
+            raise HarnessError(f"{self.directory}: site '{site}' is not in the archive")
+        path = self.directory / entry["file"]
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise HarnessError(f"{path}: cannot read ({exc.strerror})") from None
+        if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+            raise HarnessError(f"{path}: corrupt or truncated (its SHA-256 differs from {INDEX}'s)")
+        try:
+            doc = json.loads(gzip.decompress(data))
+        except (EOFError, OSError, zlib.error, ValueError) as exc:
+            raise HarnessError(f"{path}: corrupt or truncated ({exc})") from None
+        return _site_from(doc, path)
+
+    def load_all(self) -> list[SiteRecord]:
+        return [self.load(site) for site in self.sites]
+
+
+def _site_from(doc: dict, path: Path) -> SiteRecord:
+    try:
+        exchanges = [_exchange_from(e, i, path) for i, e in enumerate(doc["exchanges"])]
+        dns = {name: _dns_from(name, d) for name, d in doc["dns"].items()}
+        return SiteRecord(doc["site"], doc["url"], doc["source"], exchanges, dns)
+    except KeyError as exc:
+        raise HarnessError(f"{path}: key {exc} is missing") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise HarnessError(f"{path}: malformed entry ({exc})") from None
+
+
+def _exchange_from(e: dict, i: int, path: Path) -> Exchange:
+    if e.get("body") is None:
+        raise HarnessError(f"{path}: exchange {i} ({e.get('method')} {e.get('url')}) has no body")
+    return Exchange(
+        method=str(e["method"]),
+        url=str(e["url"]),
+        status=int(e["status"]),
+        http_version=str(e["http_version"]),
+        request_headers=[(str(k), str(v)) for k, v in e["request_headers"]],
+        response_headers=[(str(k), str(v)) for k, v in e["response_headers"]],
+        body=base64.b64decode(e["body"], validate=True),
+        wait_ms=float(e["wait_ms"]),
+    )
+
+
+def _dns_from(name: str, d: dict) -> DnsAnswer:
+    return DnsAnswer(
+        name=name,
+        chain=[(str(t), int(ttl)) for t, ttl in d["chain"]],
+        a=[str(a) for a in d["a"]],
+        a_ttl=int(d["a_ttl"]),
+        aaaa=[str(a) for a in d["aaaa"]],
+        aaaa_ttl=int(d["aaaa_ttl"]),
+        synthesized=bool(d["synthesized"]),
+    )

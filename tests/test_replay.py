@@ -1,0 +1,328 @@
+"""The replay archive, HAR import, request matching, the lab's placement of an archive and the replay server.
+
+The record-and-replay round trip in real labs is in tests/test_replay_lab.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import contextlib
+import gzip
+import json
+import socket
+import ssl
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.errors import HarnessError
+from harness.lab.ca import CertificateAuthority, new_key, write_key
+from harness.lab.config import load_lab_config
+from harness.lab.replayweb import ReplayWeb
+from harness.lab.unbound import resolver_config
+from harness.replay.archive import INDEX, Archive, DnsAnswer, Exchange, SiteRecord, shared_addresses, write_site
+from harness.replay.har_import import read_har
+from harness.replay.matching import ExchangeIndex, body_for, site_seed
+
+HTML = b"<html><head><title>x</title></head><body><img src='https://img.cdn.test/a.png?v=1'></body></html>"
+
+
+def _exchange(url: str, body: bytes = b"x", version: str = "HTTP/2.0", **kw) -> Exchange:
+    headers = kw.pop("headers", [("Content-Type", "image/png")])
+    return Exchange("GET", url, 200, version, [("accept", "*/*")], headers, body, kw.pop("wait_ms", 1.5))
+
+
+def _record(site: str = "a.test") -> SiteRecord:
+    exchanges = [
+        _exchange(f"https://www.{site}/", HTML, headers=[("Content-Type", "text/html"), ("Alt-Svc", "h3=':443'")]),
+        _exchange("https://img.cdn.test/a.png?v=1&k=2", b"\x89PNG" + bytes(100)),
+        _exchange("https://static.b.test/s.js", b"var x;", version="HTTP/1.1"),
+    ]
+    dns = {
+        f"www.{site}": DnsAnswer(f"www.{site}", [("edge.cdn.test", 120)], ["192.0.2.1"], 20, ["2001:db8::1"], 20),
+        "img.cdn.test": DnsAnswer("img.cdn.test", [], ["192.0.2.1"], 60),
+        "static.b.test": DnsAnswer("static.b.test", [], ["192.0.2.7"], 300),
+    }
+    return SiteRecord(site, f"https://www.{site}/", "recorded", exchanges, dns)
+
+
+def test_archive_round_trip(tmp_path):
+    write_site(tmp_path, _record("a.test"))
+    write_site(tmp_path, _record("b.test"))
+    archive = Archive(tmp_path)
+    assert archive.sites == ["a.test", "b.test"]
+    loaded = archive.load("a.test")
+    assert loaded == _record("a.test")
+    assert loaded.hostnames == ["img.cdn.test", "static.b.test", "www.a.test"]
+    assert shared_addresses(loaded.dns) == {"192.0.2.1": ["img.cdn.test", "www.a.test"]}
+    assert loaded.dns["www.a.test"].canonical == "edge.cdn.test"
+    write_site(tmp_path, _record("a.test"))  # replacing an entry keeps one per site
+    assert len(json.loads((tmp_path / INDEX).read_text())["sites"]) == 2
+
+
+def _broken(tmp_path: Path, how: str) -> Path:
+    write_site(tmp_path, _record())
+    site_file = tmp_path / "sites" / "a.test.json.gz"
+    index = json.loads((tmp_path / INDEX).read_text())
+    if how == "truncated":
+        site_file.write_bytes(site_file.read_bytes()[:-40])
+    elif how == "corrupt":  # a consistent index over a file that is not gzip: the decompressor must say so
+        site_file.write_bytes(b"\x1f\x8b" + bytes(50))
+        import hashlib
+
+        index["sites"][0]["sha256"] = hashlib.sha256(site_file.read_bytes()).hexdigest()
+    elif how == "version":
+        index["version"] = 99
+    elif how == "no-body":
+        doc = json.loads(gzip.decompress(site_file.read_bytes()))
+        del doc["exchanges"][1]["body"]
+        data = gzip.compress(json.dumps(doc).encode())
+        site_file.write_bytes(data)
+        import hashlib
+
+        index["sites"][0]["sha256"] = hashlib.sha256(data).hexdigest()
+    (tmp_path / INDEX).write_text(json.dumps(index))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("truncated", "corrupt or truncated"),
+        ("corrupt", "corrupt or truncated"),
+        ("version", "format version 99 is unknown"),
+        ("no-body", "exchange 1 (GET https://img.cdn.test/a.png?v=1&k=2) has no body"),
+    ],
+)
+def test_broken_archives_fail_in_one_line(tmp_path, how, message):
+    directory = _broken(tmp_path, how)
+    with pytest.raises(HarnessError) as error:
+        Archive(directory).load_all()
+    assert message in str(error.value) and "\n" not in str(error.value)
+    result = CliRunner().invoke(main, ["archive", "show", str(directory)])
+    assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
+
+
+def test_not_an_archive(tmp_path):
+    with pytest.raises(HarnessError, match="not a replay archive"):
+        Archive(tmp_path)
+
+
+def _har(tmp_path: Path, with_content: bool = True) -> Path:
+    def entry(url: str, address: str, text: str | None, encoding: str | None = None) -> dict:
+        content: dict = {"size": 10, "mimeType": "text/html"}
+        if with_content and text is not None:
+            content["text"] = text
+            if encoding:
+                content["encoding"] = encoding
+        return {
+            "request": {"method": "GET", "url": url, "httpVersion": "h2", "headers": [{"name": "a", "value": "b"}]},
+            "response": {
+                "status": 200,
+                "httpVersion": "h2",
+                "headers": [{"name": "Content-Encoding", "value": "br"}, {"name": "Content-Type", "value": "x/y"}],
+                "content": content,
+            },
+            "serverIPAddress": address,
+            "timings": {"wait": 12.5},
+        }
+
+    har = {
+        "log": {
+            "version": "1.2",
+            "entries": [
+                entry("https://www.c.test/", "203.0.113.5", "<html></html>"),
+                entry("https://img.c.test/p.png", "203.0.113.5", base64.b64encode(b"\x89PNG").decode(), "base64"),
+                entry("https://other.test/x.js", "", "var y;"),
+            ],
+        }
+    }
+    path = tmp_path / "c.har"
+    path.write_text(json.dumps(har))
+    return path
+
+
+def test_har_import(tmp_path):
+    record = read_har(_har(tmp_path))
+    assert record.site == "c.test" and record.source == "har"
+    assert [e.body for e in record.exchanges] == [b"<html></html>", b"\x89PNG", b"var y;"]
+    assert record.exchanges[0].http_version == "HTTP/2.0" and record.exchanges[0].wait_ms == 12.5
+    assert ("Content-Encoding", "br") not in record.exchanges[0].response_headers  # the HAR's body is decoded
+    assert all(d.synthesized for d in record.dns.values())
+    assert shared_addresses(record.dns) == {"203.0.113.5": ["img.c.test", "www.c.test"]}
+    assert record.dns["other.test"].a[0].startswith("100.")  # no address in the HAR: made up, apart
+    result = CliRunner().invoke(main, ["archive", "import", str(tmp_path / "c.har"), "--archive", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(main, ["archive", "show", str(tmp_path / "a")])
+    assert "c.test" in shown.output and "synthesized" in shown.output
+
+
+def test_har_without_content_is_refused(tmp_path):
+    with pytest.raises(HarnessError, match=r"entry 0 \(GET https://www.c.test/\) has no body"):
+        read_har(_har(tmp_path, with_content=False))
+
+
+def test_matching_exact_fuzzy_and_miss():
+    index = ExchangeIndex([_record()])
+    exact = index.match("img.cdn.test", "GET", "/a.png?v=1&k=2")
+    assert exact.exchange is not None and not exact.fuzzy
+    fuzzy = index.match("img.cdn.test:443", "GET", "/a.png?v=1&k=3")
+    assert fuzzy.exchange is exact.exchange and fuzzy.fuzzy and fuzzy.recorded_query == "v=1&k=2"
+    assert index.match("img.cdn.test", "GET", "/b.png").exchange is None
+    assert index.match("img.cdn.test", "POST", "/a.png?v=1&k=2").exchange is None
+
+
+def test_determinism_script_seeded_per_site():
+    record = _record()
+    page = body_for(record.exchanges[0], "a.test")
+    assert page.startswith(b"<html><head><script>") and str(site_seed("a.test")).encode() in page
+    assert body_for(record.exchanges[0], "b.test") != page
+    assert body_for(record.exchanges[1], "a.test") == record.exchanges[1].body  # not HTML: untouched
+    zipped = _exchange(
+        "https://z.test/",
+        gzip.compress(HTML),
+        headers=[("content-type", "text/html; charset=utf-8"), ("content-encoding", "gzip")],
+    )
+    assert b"Math.random" in gzip.decompress(body_for(zipped, "a.test"))
+
+
+def test_replay_web_places_names(tmp_path):
+    write_site(tmp_path, _record("a.test"))
+    config = load_lab_config().with_overrides(prefix="dsunit", subnet="198.18.250.0/23")
+    web = ReplayWeb.plan(config, tmp_path)
+    zone = web.zone_lines()
+    assert "www.a.test. 120 IN CNAME edge.cdn.test." in zone
+    lab_web = config.addresses.web(config.settings.web_addresses)
+    edge = web.records["edge.cdn.test"]
+    assert edge[0] == "A" and edge[2] == 20 and edge[1] in lab_web[1:]  # the first serves www.lab.test
+    assert web.records["img.cdn.test"][1] == edge[1]  # shared on the recording, shared in the lab
+    assert web.records["static.b.test"][1] != edge[1]
+    assert edge[1] in web.http2_at and web.records["static.b.test"][1] not in web.http2_at
+    assert "AAAA" not in zone
+
+
+def test_local_resolver_reads_the_zone_when_replaying(tmp_path):
+    config = load_lab_config()
+    near = config.settings.resolvers[0]
+    text = resolver_config(config, 0, near, tmp_path, tmp_path / "c", tmp_path / "k", tmp_path / "l", tmp_path / "z")
+    assert "for-upstream: yes" in text and 'include: "' not in text
+    plain = resolver_config(config, 0, near, tmp_path, tmp_path / "c", tmp_path / "k", tmp_path / "l")
+    assert "auth-zone" not in plain
+
+
+@pytest.fixture
+def replay_server(tmp_path):
+    """The replay server on 127.0.0.1 with a CA of its own, in a thread of this process."""
+    from harness.lab import replayserver
+
+    write_site(tmp_path / "archive", _record())
+    ca = CertificateAuthority.create("test CA")
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
+    key = new_key()
+    write_key(key, tmp_path / "k.pem")
+    (tmp_path / "c.pem").write_bytes(ca.issue(["www.a.test", "img.cdn.test"], ["127.0.0.1"], key))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    listen = {"address": "127.0.0.1", "port": port, "cert": str(tmp_path / "c.pem"), "key": str(tmp_path / "k.pem")}
+    config = {
+        "archive": str(tmp_path / "archive"),
+        "wait": True,
+        "events": str(tmp_path / "events.jsonl"),
+        "user": None,
+        "listen": [listen | {"alpn": ["h2", "http/1.1"]}],
+    }
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    serving = asyncio.run_coroutine_threadsafe(replayserver.serve(config), loop)
+    yield port, tmp_path
+    serving.cancel()
+    with contextlib.suppress(concurrent.futures.CancelledError, concurrent.futures.TimeoutError):
+        serving.result(5)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+@pytest.mark.parametrize("http2", [True, False])
+def test_replay_server_answers_and_logs(replay_server, http2):
+    port, tmp_path = replay_server
+    with httpx.Client(http2=http2, verify=ssl.create_default_context(cafile=tmp_path / "ca.pem")) as client:
+        for _ in range(50):
+            try:
+                page = client.get(f"https://127.0.0.1:{port}/", headers={"host": "www.a.test"})
+                break
+            except httpx.ConnectError:
+                import time
+
+                time.sleep(0.1)
+        assert page.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
+        assert page.status_code == 200 and b"Math.random" in page.content and "alt-svc" not in page.headers
+        image = client.get(f"https://127.0.0.1:{port}/a.png?v=1&k=9", headers={"host": "img.cdn.test"})
+        assert image.content == b"\x89PNG" + bytes(100)
+        missing = client.get(f"https://127.0.0.1:{port}/nothing", headers={"host": "img.cdn.test"})
+        assert missing.status_code == 404
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["target"]) for e in events] == [("fuzzy", "/a.png?v=1&k=9"), ("miss", "/nothing")]
+
+
+def test_visits_carry_replay_misses_into_the_store_and_the_report(tmp_path):
+    import sqlite3
+
+    from analysis.replay import replay_table
+    from analysis.report import analyze
+    from analysis.results import load
+    from tests.synthetic import make_store, ok
+
+    path = make_store(tmp_path / "s.sqlite", lambda n, r, i, res, p: ok(1000.0 + i), sites=4)
+    with sqlite3.connect(path) as db:  # site0: 3 misses a visit, site1: 1 (not past 1.0), the others none
+        db.execute(
+            "UPDATE visits SET replay_misses = CASE site WHEN 'site0.test' THEN 3 WHEN 'site1.test' THEN 1 "
+            "ELSE 0 END, replay_fuzzy = 2"
+        )
+    visits = load(path).visits
+    table = replay_table(visits, 1.0)
+    assert list(table["site"][:2]) == ["site0.test", "site1.test"]
+    assert list(table["flagged"]) == [True, False, False, False]
+    assert table.iloc[0]["misses_per_visit"] == 3 and table.iloc[0]["fuzzy"] == 4  # two configurations
+    report = analyze([path], tmp_path / "out")
+    text = report.html.read_text()
+    assert "1 site passed the threshold" in text and "site0.test" in text
+    assert (tmp_path / "out" / "tables" / "replay-misses.csv").exists()
+    # A store whose visits met no replayed web has no replay section.
+    plain = make_store(tmp_path / "p.sqlite", lambda n, r, i, res, p: ok(1000.0 + i), sites=4)
+    assert "<h2>Replay</h2>" not in analyze([plain], tmp_path / "plain").html.read_text()
+    with sqlite3.connect(plain) as db:  # a visit whose record has no replay counts stores NULL
+        assert db.execute("SELECT COUNT(*) FROM visits WHERE replay_misses IS NOT NULL").fetchone()[0] == 0
+
+
+def test_store_writes_a_visits_replay_counts(tmp_path):
+    from harness.plan import make_plan
+    from harness.sitelist import Site
+    from harness.store import Store
+
+    store = Store(tmp_path / "s.sqlite")
+    plan = list(make_plan([Site("a.test", 1, "top")], 1, ["wired"], [("near", "do53")], seed=1))
+    store.add_study("s", "s", 1, {"study": {}}, plan)
+    record = {
+        "visit_id": "v1",
+        "started_at": "2026-01-01T00:00:00Z",
+        "error_class": "Successful",
+        "detail": "",
+        "paper_2019": "Successful",
+        "counted": True,
+        "on_load_ms": 900.0,
+        "har_path": None,
+        "replay_misses": 5,
+        "replay_fuzzy": 7,
+    }
+    store.complete("s", plan[0], record)
+    row = store.db.execute("SELECT replay_misses, replay_fuzzy FROM visits").fetchone()
+    store.close()
+    assert tuple(row) == (5, 7)

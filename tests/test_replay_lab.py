@@ -1,0 +1,133 @@
+"""Record and replay in real labs: the synthetic web recorded through mitmproxy, replayed in a second lab.
+
+All real: Firefox through mitmdump in the first lab's client namespace, the
+archive served by the second lab's authoritative, resolvers and replay
+server, and visits in both compared page by page (docs/replay.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness import netns
+from harness.browser.har import read_har
+from harness.lab.replayweb import events_log
+from harness.replay.archive import Archive, write_site
+from harness.replay.compare import dns_differences, page_differences, summarise_har
+from harness.replay.recorder import resolve
+from harness.visit import Visitor
+from tests.helpers import CLI_ENV, DNSSTUDY
+
+pytestmark = pytest.mark.lab
+
+SITES = ["google.com", "facebook.com"]  # multi-host pages of the synthetic web
+CNAMED = "edge.replay-cdn.test"  # a CNAME target the test adds to one recorded name
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DNSSTUDY, *args], capture_output=True, text=True, env=CLI_ENV, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def recorded(lab, tmp_path_factory) -> Path:
+    """The synthetic lab's SITES recorded into an archive, one name given a CNAME chain afterwards."""
+    archive = tmp_path_factory.mktemp("archive")
+    done = _cli(
+        "record", *SITES, "--archive", str(archive), "--prefix", lab.name, "--subnet", lab.config.settings.subnet
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not [pid for pid in netns.pids_in(lab.namespaces["client"])], "record left processes behind"
+    record = Archive(archive).load(SITES[0])
+    name = next(h for h in record.hostnames if h != SITES[0])
+    dns = dict(record.dns)
+    dns[name] = replace(dns[name], chain=[(CNAMED, 120)], a_ttl=20)
+    write_site(archive, replace(record, dns=dns))
+    return archive
+
+
+def test_record_stores_exchanges_and_dns(lab, recorded):
+    records = Archive(recorded).load_all()
+    assert [r.site for r in records] == sorted(SITES)
+    for r in records:
+        assert len(r.exchanges) > 10 and r.body_bytes > 10_000
+        assert set(r.dns) == set(r.hostnames) and all(d.a and not d.synthesized for d in r.dns.values())
+        assert {e.http_version for e in r.exchanges} == {"HTTP/2.0"}  # nginx serves the synthetic web over h2
+        served = {d.name: d.a[0] for d in r.dns.values()}
+        assert served == {h: lab_address(lab, h) for h in served}
+
+
+def lab_address(lab, name: str) -> str:
+    return resolve(lab.namespaces["client"], lab.config.addresses.resolver(0), name).a[0]
+
+
+@pytest.fixture(scope="module")
+def replay_lab(lab_config, recorded):
+    """A second lab serving the archive (module-scoped: brought down at the module's end)."""
+    from harness.lab.lab import Lab
+    from tests.conftest import _ADDRESSES
+
+    prefix, subnet = _ADDRESSES.next()
+    the_lab = Lab(lab_config.with_overrides(prefix=prefix, subnet=subnet, web_archive=str(recorded)))
+    the_lab.down()
+    the_lab.up()
+    yield the_lab
+    the_lab.down()
+
+
+def test_replayed_dns_is_the_recorded_dns(replay_lab, recorded):
+    recorded_dns = {n: d for r in Archive(recorded).load_all() for n, d in r.dns.items()}
+    near = replay_lab.config.addresses.resolver(0)
+    served = {name: resolve(replay_lab.namespaces["client"], near, name) for name in recorded_dns}
+    assert dns_differences(recorded_dns, served) == []
+    assert any(d.chain == [(CNAMED, 120)] and d.a_ttl == 20 for d in served.values())
+    far = replay_lab.config.addresses.resolver(1)  # the recursive resolver asks the authoritative
+    cnamed = next(n for n, d in recorded_dns.items() if d.chain)
+    assert resolve(replay_lab.namespaces["client"], far, cnamed).chain[0][0] == CNAMED
+
+
+@pytest.mark.parametrize("protocol", ["do53", "doh"])
+def test_replayed_pages_match_the_originals(lab, replay_lab, tmp_path, protocol):
+    original = Visitor(lab, tmp_path / "original", timeout=30.0, margin=10.0)
+    replayed = Visitor(replay_lab, tmp_path / "replayed", timeout=30.0, margin=10.0)
+    events = events_log(replay_lab.run_dir)
+    for site in SITES:
+        before = time.time()
+        a = original.visit_once(f"https://{site}/", protocol, "near")
+        b = replayed.visit_once(f"https://{site}/", protocol, "near")
+        assert (a.error_class, b.error_class) == ("Successful", "Successful"), (a.detail, b.detail)
+        assert b.proof["valid"], b.proof  # the replayed visit proves its transport like any other
+        assert (a.replay_misses, b.replay_misses) == (None, 0)  # counted on a replayed web only
+        assert a.har_path and b.har_path
+        differences = page_differences(
+            summarise_har(read_har(Path(a.har_path))), summarise_har(read_har(Path(b.har_path)))
+        )
+        assert differences == [], f"{site}: {differences}"
+        misses = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
+        assert [m for m in misses if m["time"] >= before] == []
+
+
+def test_a_visit_counts_its_misses(replay_lab, tmp_path):
+    """A page the archive does not hold is a miss the visit records (never a crash)."""
+    visitor = Visitor(replay_lab, tmp_path, timeout=30.0, margin=10.0)
+    result = visitor.visit_once(f"https://{SITES[0]}/not-recorded?x=1", "do53", "near")
+    assert result.replay_misses is not None and result.replay_misses >= 1, result
+    fuzzy = visitor.visit_once(f"https://{SITES[0]}/?not=recorded", "do53", "near")
+    assert fuzzy.error_class == "Successful" and fuzzy.replay_fuzzy == 1 and fuzzy.replay_misses == 0, fuzzy
+
+
+def test_lab_up_refuses_a_broken_archive_in_one_line(private_lab, recorded, tmp_path):
+    broken = tmp_path / "broken"
+    subprocess.run(["cp", "-r", str(recorded), str(broken)], check=True)
+    site_file = broken / "sites" / f"{SITES[1]}.json.gz"
+    site_file.write_bytes(site_file.read_bytes()[:-100])
+    the_lab = private_lab(up=False)
+    done = _cli("lab", "up", "--web", str(broken), "--prefix", the_lab.name, "--subnet", the_lab.config.settings.subnet)
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "corrupt or truncated" in done.stderr, done.stderr
+    assert not any(netns.exists(ns) for ns in the_lab.namespaces.values())

@@ -1,0 +1,249 @@
+"""A browser reused for many visits, and the resolver connection warm or cold: all real, in the lab.
+
+Each clearing is shown the same way: a visit leaves the state (or the test puts it there, through the
+page or Firefox's own services), a control shows the test can see it, and the next visit has no trace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness import netns
+from harness.browser.base import SessionPolicy
+from harness.browser.firefox import Firefox
+from harness.browser.session import FirefoxSession
+from harness.visit import Visitor
+
+pytestmark = pytest.mark.lab
+
+PAGE = "https://google.com/"  # a multi-host page of the synthetic web
+
+# Firefox, chrome context, asynchronous: what about:networking shows (harness-independent, Firefox's own view).
+DNS_CACHE = """const done = arguments[arguments.length - 1];
+Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard)
+  .requestDNSInfo({ onDashboardDataAvailable(data) { done(data.entries.map(e => e.hostname)); } });"""
+SOCKETS = """const done = arguments[arguments.length - 1];
+Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard)
+  .requestSockets({ onDashboardDataAvailable(data) {
+    done(data.sockets.filter(s => s.type == "TCP" && s.port == 443).map(s => s.host)); } });"""
+# The lab's server says no-store (a fresh browser's design needs no cache): the test puts an entry in the
+# HTTP cache itself, as a visit to a cacheable site would, and looks for it.
+HTTP_CACHE = """const done = arguments[arguments.length - 1];
+const storage = Services.cache2.diskCacheStorage(Services.loadContextInfo.default);
+const uri = Services.io.newURI("https://google.com/dnsstudy-cached");
+if (!arguments[0]) return done(storage.exists(uri, ""));
+storage.asyncOpenURI(uri, "", Ci.nsICacheStorage.OPEN_NORMALLY, {
+  onCacheEntryCheck() { return Ci.nsICacheEntryOpenCallback.ENTRY_WANTED; },
+  onCacheEntryAvailable(entry, isNew, status) {
+    const out = entry.openOutputStream(0, -1);
+    out.write("x", 1);
+    out.close();
+    entry.setMetaDataElement("dnsstudy", "1");
+    done(storage.exists(uri, ""));
+  },
+});"""
+HSTS = """const sss = Cc["@mozilla.org/ssservice;1"].getService(Ci.nsISiteSecurityService);
+const uri = Services.io.newURI(arguments[0]);
+if (arguments[1]) sss.processHeader(uri, "max-age=100000", {});
+return sss.isSecureURI(uri, {});"""
+# Content: what the page's origin keeps between loads, if anything.
+LEAVE = """document.cookie = "dnsstudy=1; max-age=3600; path=/";
+localStorage.setItem("dnsstudy", "1");
+const done = arguments[arguments.length - 1];
+caches.open("dnsstudy").then(c => c.put("/dnsstudy-cached", new Response("x")))
+  .then(() => done(true), e => done(String(e)));"""
+FIND = """const done = arguments[arguments.length - 1];
+const found = caches => done({cookie: document.cookie, storage: localStorage.getItem("dnsstudy"), caches: caches});
+caches.keys().then(found, e => found(String(e)));"""
+
+
+@pytest.fixture
+def reused(lab, tmp_path):
+    visitors: list[Visitor] = []
+
+    def make(connection: str = "cold", session: str = "reused", **policy) -> Visitor:
+        policy_ = SessionPolicy(session, **policy)
+        visitors.append(Visitor(lab, tmp_path, session=policy_, resolver_connection=connection))
+        return visitors[-1]
+
+    yield make
+    for visitor in visitors:
+        visitor.close()
+
+
+def firefox_pids(visitor: Visitor) -> set[int]:
+    """The browser account's Firefox processes in the client namespace (the parent and its children)."""
+    uid = visitor.browser.account.uid
+    found = set()
+    for pid in netns.pids_in(visitor.client.namespace):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid and Path(f"/proc/{pid}/comm").read_text().startswith("firefox"):
+                found.add(pid)
+        except OSError:
+            pass
+    return found
+
+
+def parent_pid(visitor: Visitor) -> int:
+    """The Firefox parent process: the one whose parent is not Firefox."""
+    pids = firefox_pids(visitor)
+    ppid = {p: int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1]) for p in pids}
+    return next(p for p in pids if ppid[p] not in pids)
+
+
+def requested(load) -> set[str]:
+    """The URLs a load's responses were for."""
+    return {e["params"]["request"]["url"] for e in load.events if e["method"] == "network.responseCompleted"}
+
+
+def fetched(load) -> set[str]:
+    """The URLs a load's responses came from the network for (not from a cache)."""
+    return {
+        e["params"]["request"]["url"]
+        for e in load.events
+        if e["method"] == "network.responseCompleted" and not e["params"]["response"].get("fromCache")
+    }
+
+
+def session_of(visitor: Visitor):
+    browser = visitor.browser
+    assert isinstance(browser, Firefox) and browser._reused is not None
+    return browser._reused
+
+
+def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transport(reused):
+    visitor = reused()
+    protocols = ["do53", "dot", "doh", "do53", "doq", "doh3", "dot", "do53"]
+    results, parents = [], set()
+    for protocol in protocols:
+        results.append(visitor.visit_once(PAGE, protocol, "near"))
+        parents.add(parent_pid(visitor))
+    for protocol, result in zip(protocols, results, strict=True):
+        # Do53 after a stub arm (and the reverse) shows the browser follows each arm's resolv.conf and prefs.
+        assert result.error_class == "Successful" and result.proof["valid"], (protocol, result.detail)
+        assert result.proof["on_arm"] > 10 and result.proof["off_arm"] == 0, result.proof
+        assert result.browser_session == "reused" and result.resolver_connection == "cold"
+    assert [r.session_ordinal for r in results] == list(range(1, len(protocols) + 1))
+    assert len(parents) == 1  # one Firefox all along
+    # Only the first visit starts a browser; the others clear one.
+    assert "browser_start" in results[0].phases and all("browser_start" not in r.phases for r in results[1:])
+    assert all("clear" in r.phases for r in results)
+
+
+def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_or_connection(reused):
+    visitor = reused()
+    arm = visitor.arm("do53", "near")
+    browser = visitor.browser
+    arm.start()
+    try:
+        browser.start(arm)
+        first = browser.load(PAGE)
+        assert first.driver_failure is None and first.exception is None, first
+        driver = session_of(visitor)._driver
+        assert driver.execute_async_script(LEAVE) is True
+        assert driver.execute_async_script(FIND) == {
+            "cookie": "dnsstudy=1",
+            "storage": "1",
+            "caches": ["dnsstudy"],
+        }
+        with netns.entered(visitor.client.namespace):
+            cached_names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
+            open_sockets = FirefoxSession._in_chrome_async(driver, SOCKETS)
+            assert FirefoxSession._in_chrome_async(driver, HTTP_CACHE, True) is True
+            assert FirefoxSession._in_chrome(driver, HSTS, PAGE, True) is True
+        assert "www.google.com" in cached_names and open_sockets, (cached_names, open_sockets)
+        browser.stop()
+
+        browser.start(arm)  # the next visit: cleared, a new user context
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            assert FirefoxSession._in_chrome_async(driver, DNS_CACHE) == []
+            assert FirefoxSession._in_chrome_async(driver, SOCKETS) == []
+            assert FirefoxSession._in_chrome_async(driver, HTTP_CACHE, False) is False
+            assert FirefoxSession._in_chrome(driver, HSTS, PAGE, False) is False
+        second = browser.load(PAGE)
+        assert second.driver_failure is None and second.exception is None, second
+        assert driver.execute_async_script(FIND) == {"cookie": "", "storage": None, "caches": []}
+        # Every resource came from the server: Firefox also reports an image a document uses twice as a cache
+        # hit (a fresh browser's first visit too), but only after that visit fetched it over the network.
+        assert fetched(second) == fetched(first) == requested(second), (fetched(first), fetched(second))
+        browser.stop()
+    finally:
+        browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+
+
+def test_the_resolver_sees_every_query_again_in_the_next_visit(reused):
+    visitor = reused()
+    first, second = (visitor.visit_once(PAGE, "doh", "near") for _ in range(2))
+    assert first.error_class == second.error_class == "Successful"
+    # The DNS cache (TRR's) was cleared: the page's names are asked again, as many as the first time or nearly.
+    assert second.proof["on_arm"] >= 0.8 * first.proof["on_arm"] > 10, (first.proof, second.proof)
+
+
+@pytest.mark.parametrize("protocol", ["doh", "dot", "doq", "doh3"])
+def test_cold_opens_a_new_resolver_connection_and_warm_uses_an_open_one(reused, protocol):
+    cold, warm = reused("cold"), reused("warm")
+    for visitor in (cold, warm):
+        visitor.visit_once(PAGE, "do53", "near")  # a browser already running, as in a block
+    c, w = cold.visit_once(PAGE, protocol, "near"), warm.visit_once(PAGE, protocol, "near")
+    assert c.error_class == w.error_class == "Successful", (c.detail, w.detail)
+    assert c.first_query_open is False and w.first_query_open is True, (c.proof, w.proof)
+    assert w.warm_up is None and c.warm_up is None
+    if protocol in ("doh", "dot"):  # TCP: handshakes are counted
+        assert c.resolver_handshakes >= 1 and w.resolver_handshakes == 0
+    else:  # QUIC: a handshake's Initial datagrams counted on the cold visit, none on the warm one
+        assert c.proof["client_packets"][f"{protocol}_initials"] > 0
+        assert w.proof["client_packets"][f"{protocol}_initials"] == 0
+
+
+def test_a_fresh_browser_gets_a_warm_connection_from_the_warm_up_query(reused):
+    visitor = reused("warm", session="fresh")
+    result = visitor.visit_once(PAGE, "doh", "near")
+    assert result.error_class == "Successful" and result.browser_session == "fresh"
+    assert result.resolver_handshakes == 0 and result.first_query_open is True
+    assert "warm_up" in result.phases and "browser_start" in result.phases
+
+
+def test_the_browser_is_replaced_after_n_visits_and_when_it_dies(reused):
+    visitor = reused(restart_after=2)
+    ordinals, parents = [], []
+    for _ in range(3):
+        result = visitor.visit_once(PAGE, "do53", "near")
+        assert result.error_class == "Successful", result.detail
+        ordinals.append((result.session_ordinal, result.browser_restart))
+        parents.append(parent_pid(visitor))
+    assert ordinals == [(1, None), (2, None), (1, "after 2 visits")]
+    assert parents[0] == parents[1] != parents[2]
+    os.kill(parents[2], signal.SIGKILL)  # the browser dies between visits
+    result = visitor.visit_once(PAGE, "do53", "near")
+    assert result.error_class == "Successful" and result.session_ordinal == 1, result.detail
+    assert result.browser_restart == "not answering"
+
+
+def test_a_hung_browser_is_a_harness_failure_and_the_next_visit_gets_a_new_one(lab, tmp_path):
+    visitor = Visitor(lab, tmp_path, timeout=5.0, margin=3.0, session=SessionPolicy("reused"))
+    parent = None
+    try:
+        assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+        parent = parent_pid(visitor)
+        # It hangs during the next visit (a stopped browser before a visit is replaced at once, unseen).
+        freeze = threading.Timer(0.5, os.kill, (parent, signal.SIGSTOP))
+        freeze.start()
+        hung = visitor.visit_once(PAGE, "do53", "near")
+        freeze.join()
+        assert hung.counted is False and hung.error_class == "Infrastructure Failure", hung.detail
+        after = visitor.visit_once(PAGE, "do53", "near")
+        assert after.error_class == "Successful" and after.session_ordinal == 1, after.detail
+        assert after.browser_restart in ("watchdog", "not answering") and parent_pid(visitor) != parent
+    finally:
+        visitor.close()
+        if parent is not None:
+            subprocess.run(["kill", "-CONT", str(parent)], capture_output=True)
