@@ -1,4 +1,5 @@
-"""Paper-style figures (matplotlib/seaborn): resolution CDFs, the pairwise grid, protocol against protocol, byte cost.
+"""Paper-style figures (matplotlib/seaborn): resolution CDFs, the pairwise grid, protocol against protocol, byte
+cost, and each arm's difference from Do53 per browser.
 
 Every figure takes frames read from a store and returns a matplotlib
 Figure; `analysis.report` saves them. One colour per protocol throughout,
@@ -13,6 +14,7 @@ from itertools import combinations
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on a crawl host
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -21,7 +23,14 @@ import seaborn as sns  # noqa: E402
 from analysis.bytecost import MODELLED, client_bytes  # noqa: E402
 from analysis.methods import family_sentence, interval_sentence  # noqa: E402
 from analysis.metrics import ONLOAD, Metric, get_metric  # noqa: E402
-from analysis.pairs import Cell, Configuration, differences, load_time_table, protocol_order  # noqa: E402
+from analysis.pairs import (  # noqa: E402
+    Cell,
+    Configuration,
+    configurations,
+    differences,
+    load_time_table,
+    protocol_order,
+)
 from analysis.settings import AnalysisSettings  # noqa: E402
 from analysis.stats import DAGGER, PairStatistics  # noqa: E402
 from analysis.tables import failure_counts  # noqa: E402
@@ -31,6 +40,8 @@ SLOWER, FASTER = "#c0392b", "#2471a3"  # the row is slower (red) or faster (blue
 DISAGREE = "#7d3c98"  # frames a cell whose median and mean disagree in sign: neither red nor blue
 CDF_POINTS = 400  # a CDF is drawn through this many quantiles at most
 SHADE_ALPHAS = [0.0, 0.18, 0.38, 0.6]  # a grid cell's shade by the median's size (stats.shade_of: 0 to 3)
+BASELINE = "do53"  # what the browser figure subtracts: the transport every resolver serves
+HATCHES = ["", "//", "..", "xx"]  # one per browser in the browser figure
 
 sns.set_theme(style="whitegrid", context="paper")
 
@@ -254,5 +265,45 @@ def byte_cost_figure(sizes: dict[str, int], settings: AnalysisSettings, max_quer
     ax.set_ylabel("bytes sent by the client (kB)")
     ax.set_title("Byte-cost model (profiles/analysis/byte-cost.toml)")
     ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def browser_figure(visits: pd.DataFrame, settings: AnalysisSettings, metric: Metric | str = ONLOAD) -> plt.Figure:
+    """Each arm's paired difference from its resolver's Do53, in each browser side by side, per network.
+
+    A box per (arm, browser): the quartiles and the median of arm minus Do53, paired by site and round within
+    the browser (never across browsers); whiskers at the 5th and 95th percentiles. The two browsers of an arm
+    stand next to each other, one hatched, in the arm's protocol colour."""
+    labels, metric = settings.labels, get_metric(metric)
+    networks = list(dict.fromkeys(visits["network"].astype(str)))
+    browsers = sorted(visits["browser"].astype(str).unique(), key=lambda b: (b != "firefox", b))  # Firefox solid
+    arms = [c for c in configurations(visits) if c[1] != BASELINE and (c[0], BASELINE) in configurations(visits)]
+    width = 0.8 / max(len(browsers), 1)
+    fig, axes = plt.subplots(
+        1, len(networks), figsize=(max(3.2, 1.1 * len(arms) + 1.5) * len(networks), 3.4), squeeze=False
+    )
+    for ax, network in zip(axes[0], networks, strict=True):
+        for j, browser in enumerate(browsers):
+            table = load_time_table(visits[visits["browser"].astype(str) == browser], network, metric)
+            for i, (resolver, protocol) in enumerate(arms):
+                d = differences(table, (resolver, protocol), (resolver, BASELINE))
+                if not len(d):
+                    continue
+                box = ax.boxplot(
+                    d, positions=[i + (j - (len(browsers) - 1) / 2) * width], widths=width * 0.9,
+                    whis=(5, 95), showfliers=False, patch_artist=True, medianprops={"color": "black", "gid": "median"},
+                )  # fmt: skip
+                box["boxes"][0].set(facecolor=labels.colour(protocol), hatch=HATCHES[j % len(HATCHES)], alpha=0.8)
+        ax.axhline(0, color="grey", linewidth=0.6)
+        ax.set_xticks(range(len(arms)), [labels.configuration(*a) for a in arms], rotation=30, ha="right", fontsize=7)
+        ax.set_title(labels.network(network))
+        ax.set_ylabel(f"{metric.short} minus {labels.protocol(BASELINE)} (ms)")
+    handles = [
+        matplotlib.patches.Patch(facecolor="white", edgecolor="black", hatch=HATCHES[j % len(HATCHES)], label=b)
+        for j, b in enumerate(labels.browser(b) for b in browsers)
+    ]
+    axes[0][-1].legend(handles=handles, fontsize=7, loc="upper right")
+    fig.suptitle(f"{metric.label}: each arm minus its resolver's Do53, per browser (paired by site and round)")
     fig.tight_layout()
     return fig

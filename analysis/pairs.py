@@ -7,11 +7,12 @@ pair, of that metric's grid). The grid compares every two configurations
 (resolver, protocol) of a network; each cell is the row's value of the
 metric (onLoad unless told) minus the column's.
 
-A pair never crosses its stratum (`STRATA`: the vantage point), but its
-site is the unit the grid's intervals resample and its sign test counts:
-a site measured at several vantage points is one unit with all its pairs
-(`units`). One draw of the sites serves every cell of a grid, and the
-grid's verdicts are adjusted together (analysis/stats.py).
+A pair never crosses its stratum (`STRATA`: the vantage point, the browser,
+its session mode and resolver connection), but its site is the unit the
+grid's intervals resample and its sign test counts: a site measured at
+several vantage points is one unit with all its pairs (`units`); a site in
+two browsers is two units. One draw of the sites serves every cell of a
+grid, and the grid's verdicts are adjusted together (analysis/stats.py).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from analysis.settings import AnalysisSettings
 from analysis.stats import PairStatistics, adjust_family, compare_all
 
 Configuration = tuple[str, str]  # (resolver, protocol)
-#: What a site is resampled within, and what a pair never crosses besides the crawl: the vantage point, and the
-#: browser's session mode and resolver connection state (a study's keys; visits of two are never paired). A store
-#: with a browser column adds it here: pairs, strata and sites all follow.
-STRATA = ("vantage_point", "browser_session", "resolver_connection")
+#: What a site is resampled within, and what a pair never crosses besides the crawl: the vantage point, the
+#: browser (a study's `browsers`), and the browser's session mode and resolver connection state (a study's
+#: keys; visits of two are never paired): pairs, strata and sites all follow.
+STRATA = ("vantage_point", "browser", "browser_session", "resolver_connection")
 #: A pair is one row of the load-time table: the same crawl, stratum, round and site.
 PAIR_INDEX = ["study_id", *STRATA, "round", "site"]
 #: The stratum a site may be measured in several of: where a grid reads them together, the site with all of
@@ -62,8 +63,8 @@ def measured(visits: pd.DataFrame, metric: Metric | str = ONLOAD) -> pd.Series:
 
 def load_time_table(visits: pd.DataFrame, network: str, metric: Metric | str = ONLOAD) -> pd.DataFrame:
     """Successful visits' ``metric`` (onLoad unless told) on one network: one row per `PAIR_INDEX` (crawl,
-    vantage point, round, site), one column per configuration, so a pair never joins visits from two
-    vantage points. A visit
+    vantage point, browser, round, site), one column per configuration, so a pair never joins visits from two
+    vantage points or two browsers. A visit
     without the metric is left out, so a site with onLoad but no FCP under one configuration drops out of that
     configuration's FCP pairs only."""
     column = get_metric(metric).column

@@ -6,7 +6,6 @@ import base64
 import html
 import io
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pandas as pd
 
 from analysis import figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
+from analysis.formats import ms_interval, number, share
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
 from analysis.metrics import Metric, file_stem
 from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
@@ -84,12 +84,7 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
     if not visits.empty:
         sections.append(_protocols(report, results, settings))
         sections.append(_outcomes(report, visits, settings))
-        if not replayed(visits).empty:
-            sections.append(_replay(report, visits, settings))
-        if visits["vantage_point"].nunique() > 1:
-            sections.append(_vantage_points(report, results, networks, settings))
-        if len(tables.session_modes(visits)) > 1:
-            sections.append(_session_modes(report, visits, settings))
+        sections += _apart(report, results, networks, settings)
 
     fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
     sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
@@ -98,25 +93,74 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
     return report
 
 
+def _apart(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> list[str]:
+    """The sections that read apart what the stores hold several of: replays, places, session modes, browsers."""
+    visits, sections = results.visits, []
+    if not replayed(visits).empty:
+        sections.append(_replay(report, visits, settings))
+    if visits["vantage_point"].nunique() > 1:
+        sections.append(_vantage_points(report, results, networks, settings))
+    if len(tables.session_modes(visits)) > 1:
+        sections.append(_session_modes(report, visits, settings))
+    if visits["browser"].nunique() > 1:
+        sections.append(_browsers(report, results, networks, settings))
+    return sections
+
+
 def _vantage_points(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
     """Configurations compared across vantage points: success and median onLoad side by side, then each
     vantage point's own grids (the grids above pool every vantage point's pairs, each pair within one)."""
-    frame = tables.vantage_point_table(results.visits, settings)
+    frame = tables.side_by_side_table(results.visits, "vantage_point", settings)
     caption = "Per vantage point: counted visits, success % and median onLoad of Successful visits"
     report.tables += tables.write_table(frame, report.out / "tables" / "vantage-points", caption)
     parts = ["<h2>Vantage points</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
-    order = configurations(results.visits)
     for place in sorted(results.visits["vantage_point"].astype(str).unique()):
-        mine = replace(results, visits=results.visits[results.visits["vantage_point"].astype(str) == place])
-        for network in networks:
-            if not (mine.visits["network"] == network).any():
-                continue
-            parts.append(f"<h3>{html.escape(place)}, {html.escape(settings.labels.network(network))}</h3>")
-            parts += [
-                _pairs(report, mine, network, metric, order, settings, key=f"{network}-{place}")
-                for metric in settings.grid.metric_list()
-            ]
+        parts += _grids_of(report, results, "vantage_point", place, place, networks, settings)
     return "\n".join(parts)
+
+
+def _browsers(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
+    """The browsers compared: success and median onLoad side by side, each arm's difference from Do53 in each
+    browser (one figure per metric), then each browser's own grids and success tables. The grids above pool
+    both browsers' pairs, each pair within one browser."""
+    frame = tables.side_by_side_table(results.visits, "browser", settings)
+    caption = "Per browser: counted visits, success % and median onLoad of Successful visits"
+    report.tables += tables.write_table(frame, report.out / "tables" / "browsers", caption)
+    parts = ["<h2>Browsers</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
+    for metric in settings.grid.metric_list():
+        if results.visits[metric.column].notna().any():
+            fig = figures.browser_figure(results.visits, settings, metric)
+            caption = f"{metric.label}: each arm minus its resolver's Do53, per browser"
+            parts.append(_figure(report, fig, file_stem("browsers", metric, "do53"), caption))
+    for browser in sorted(results.visits["browser"].astype(str).unique()):
+        name = settings.labels.browser(browser)
+        parts += _grids_of(report, results, "browser", browser, name, networks, settings)
+        mine = results.visits[results.visits["browser"].astype(str) == browser]
+        parts.append(_outcomes(report, mine, settings, suffix=f"-{browser}", heading=f"Success and errors, {name}"))
+    return "\n".join(parts)
+
+
+def _grids_of(
+    report: Report,
+    results: Results,
+    column: str,
+    value: str,
+    name: str,
+    networks: list[str],
+    settings: AnalysisSettings,
+) -> list[str]:
+    """The grids of the visits whose ``column`` is ``value`` (a vantage point, a browser), network by network."""
+    order, parts = configurations(results.visits), []
+    mine = replace(results, visits=results.visits[results.visits[column].astype(str) == value])
+    for network in networks:
+        if not (mine.visits["network"] == network).any():
+            continue
+        parts.append(f"<h3>{html.escape(name)}, {html.escape(settings.labels.network(network))}</h3>")
+        parts += [
+            _pairs(report, mine, network, metric, order, settings, key=f"{network}-{value}")
+            for metric in settings.grid.metric_list()
+        ]
+    return parts
 
 
 def _session_modes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
@@ -220,13 +264,16 @@ def _protocols(report: Report, results: Results, settings: AnalysisSettings) -> 
     return "\n".join(parts)
 
 
-def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
-    """The success and error tables in both taxonomies, and the success-rate differences (not per metric)."""
-    parts = ["<h2>Success and errors</h2>"]
+def _outcomes(
+    report: Report, visits: pd.DataFrame, settings: AnalysisSettings, suffix: str = "", heading: str = ""
+) -> str:
+    """The success and error tables in both taxonomies, and the success-rate differences (not per metric);
+    ``suffix`` ends their files' names (a browser's tables: "-chromium")."""
+    parts = [f"<h2>{html.escape(heading or 'Success and errors')}</h2>"]
     for taxonomy in tables.TAXONOMIES:
         frame = tables.outcome_table(visits, taxonomy, settings)
         caption = f"Outcome of visits per network, resolver and protocol ({taxonomy} taxonomy, % of visits)"
-        report.tables += tables.write_table(frame, report.out / "tables" / f"outcomes-{taxonomy}", caption)
+        report.tables += tables.write_table(frame, report.out / "tables" / f"outcomes-{taxonomy}{suffix}", caption)
         parts.append(f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f"))
     frame = tables.success_differences(visits, settings, report.adjustment)
     caption = (
@@ -238,8 +285,8 @@ def _outcomes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) 
         f"of this table ({ADJUSTMENTS[report.adjustment]} {1 - settings.statistics.confidence:.0%}); differs: the "
         f"interval clear of zero and p_adjusted below {1 - settings.statistics.confidence:g})"
     )
-    report.tables += tables.write_table(frame, report.out / "tables" / "success-differences", caption)
-    formats = {c: _number("{:.2g}") for c in ("p_value", "p_adjusted") if c in frame.columns}
+    report.tables += tables.write_table(frame, report.out / "tables" / f"success-differences{suffix}", caption)
+    formats = {c: number("{:.2g}") for c in ("p_value", "p_adjusted") if c in frame.columns}
     parts.append(
         f"<h3>{html.escape(caption)}</h3>" + frame.to_html(index=False, float_format="%.2f", formatters=formats)
     )
@@ -336,13 +383,13 @@ def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
                 "ci_high_ms": st.ci_high_ms,
                 "hodges_lehmann_ms": st.hodges_lehmann_ms,
                 "mean_ms": st.mean_ms,
-                "mean interval ms": _ms_interval(st.mean_ci_low_ms, st.mean_ci_high_ms),
+                "mean interval ms": ms_interval(st.mean_ci_low_ms, st.mean_ci_high_ms),
                 "p10_ms": st.p10_ms,
                 "p90_ms": st.p90_ms,
-                f"row slower >{large} % [interval]": _share(
+                f"row slower >{large} % [interval]": share(
                     st.share_row_slower, st.share_row_slower_ci_low, st.share_row_slower_ci_high
                 ),
-                f"row faster >{large} % [interval]": _share(
+                f"row faster >{large} % [interval]": share(
                     st.share_row_faster, st.share_row_faster_ci_low, st.share_row_faster_ci_high
                 ),
                 "resampled": st.resampled,
@@ -352,30 +399,13 @@ def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
             }
         )
     frame = pd.DataFrame(rows)
-    formats = {c: _number("{:+.0f}") for c in frame.columns if c.endswith("_ms")}
-    formats.update({c: _number("{:.2g}") for c in ("p_value", "p_adjusted")})
+    formats = {c: number("{:+.0f}") for c in frame.columns if c.endswith("_ms")}
+    formats.update({c: number("{:.2g}") for c in ("p_value", "p_adjusted")})
     return (
         "<details><summary>statistics of every pair</summary>"
         + frame.to_html(index=False, formatters=formats)
         + "</details>"
     )
-
-
-def _ms_interval(low: float | None, high: float | None) -> str:
-    """'[-12, +30]' in whole milliseconds, or blank without an interval."""
-    return "" if low is None or high is None else f"[{low:+.0f}, {high:+.0f}]"
-
-
-def _share(value: float | None, low: float | None, high: float | None) -> str:
-    """'3.0 [1.2, 5.1]': a share and its interval in %, or blank without a share."""
-    if value is None:
-        return ""
-    return f"{100 * value:.1f}" + ("" if low is None or high is None else f" [{100 * low:.1f}, {100 * high:.1f}]")
-
-
-def _number(pattern: str) -> Callable[[float], str]:
-    """A cell formatter: milliseconds as whole signed numbers (not 1.29e+03), and blank where there is none."""
-    return lambda x: "" if pd.isna(x) else pattern.format(x)
 
 
 def _disagreements(cells: list[Cell], settings: AnalysisSettings) -> str:
@@ -420,9 +450,9 @@ def _methods(report: Report, chosen_by: str, settings: AnalysisSettings) -> str:
     """How intervals, p-values and verdicts are made, and which adjustment the grids use and why."""
     method, level = report.adjustment, 1 - settings.statistics.confidence
     return (
-        f"<p>Statistics: the site is the unit; a site measured at several vantage points is one unit where "
-        f"they are read together (each vantage point's own grids read the site there). Intervals come from a "
-        f"bootstrap that resamples sites with all their rounds and vantage points "
+        f"<p>Statistics: the site (in a browser) is the unit; a site measured at several vantage points is one "
+        f"unit where they are read together (each vantage point's own grids read the site there). Intervals come "
+        f"from a bootstrap that resamples sites with all their rounds and vantage points "
         f"({settings.statistics.resamples:,} resamples, {settings.statistics.interval} percentiles); where every "
         f"site has one pair in a cell, that is resampling pairs (each table's <code>resampled</code> column says "
         f"which). The median is the middle value, or the mean of the two middle ones, in the estimate and in every "

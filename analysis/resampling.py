@@ -3,7 +3,7 @@
 A study visits each site in several rounds, and one site's pairs resemble
 each other (the same hostnames, the same page weight): they are not
 independent draws. The cluster bootstrap resamples sites, each with all its
-rounds, within its stratum (the vantage point: `analysis.pairs.STRATA`), so
+rounds, within its stratum (the vantage point and browser: `analysis.pairs.STRATA`), so
 an interval is as wide as the number of sites warrants, not the number of
 pairs. Where every site has a single pair the two are the same.
 
@@ -50,7 +50,7 @@ def percentile_levels(confidence: float, units: int, method: str) -> tuple[float
 @dataclass(frozen=True)
 class Resamples:
     """Bootstrap resamples of a table's sites: ``weights[b, s]`` is how often site s was drawn in resample b.
-    Each stratum (vantage point) keeps its number of sites in every resample. ``by_site`` is the same counts
+    Each stratum (vantage point and browser) keeps its number of sites in every resample. ``by_site`` is the same counts
     site by site (``weights.T`` as int32, rows contiguous): the median's window gathers sites' rows."""
 
     weights: np.ndarray  # (resamples, sites), float64 holding small integers: for matrix products

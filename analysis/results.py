@@ -42,6 +42,7 @@ VISIT_COLUMNS = [
     "lcp_ms",
     "dcl_ms",
     "vantage_point",
+    "browser",
     "browser_session",
     "session_ordinal",
     "resolver_connection",
@@ -57,6 +58,7 @@ OPTIONAL_VISIT_COLUMNS = (
     "lcp_ms",
     "dcl_ms",
     "vantage_point",
+    "browser",
     "browser_session",
     "session_ordinal",
     "resolver_connection",
@@ -67,9 +69,10 @@ OPTIONAL_VISIT_COLUMNS = (
 )
 #: Counts that are NULL on most webs (a replayed web's misses, docs/replay.md), read as floats like the metrics.
 COUNT_COLUMNS = ("replay_misses", "replay_fuzzy")
-#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host; a
-#: store from before browser sessions and resolver connections were chosen had fresh browsers, cold connections.
-ABSENT_AS = {"vantage_point": "", "browser_session": "fresh", "resolver_connection": "cold"}
+#: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, Firefox
+#: the browser of a store from before browsers were a factor; a store from before browser sessions and
+#: resolver connections were chosen had fresh browsers, cold connections.
+ABSENT_AS = {"vantage_point": "", "browser": "firefox", "browser_session": "fresh", "resolver_connection": "cold"}
 #: The columns of the metrics a grid can be drawn for (analysis/metrics.py), always read as floats.
 METRIC_COLUMNS = tuple(m.column for m in METRICS.values())
 TIMING_COLUMNS = [
@@ -142,6 +145,7 @@ _CATEGORIES = (
     "error_class",
     "paper_2019",
     "vantage_point",
+    "browser",
     "browser_session",
     "resolver_connection",
 )
@@ -165,7 +169,8 @@ def _read_visits(db: sqlite3.Connection, absent: list[str]) -> pd.DataFrame:
         f"SELECT {', '.join(selected)} FROM visits WHERE status = 'done'", db, chunksize=_CHUNK
     ):
         for column in _CATEGORIES:
-            chunk[column] = chunk[column].astype("category")
+            if column not in absent:  # an absent one is made below, from its value in an older store
+                chunk[column] = chunk[column].astype("category")
         for column in absent:
             chunk[column] = ABSENT_AS.get(column, np.nan)
             if column in _CATEGORIES:

@@ -92,6 +92,7 @@ class Labels(_Strict):
     protocols: dict[str, str] = {}
     colours: dict[str, str] = {}
     networks: dict[str, str] = {}
+    browsers: dict[str, str] = {}
 
     def resolver(self, name: str) -> str:
         return self.resolvers.get(name, name.capitalize())
@@ -101,6 +102,9 @@ class Labels(_Strict):
 
     def network(self, name: str) -> str:
         return self.networks.get(name, name)
+
+    def browser(self, name: str) -> str:
+        return self.browsers.get(name, name.capitalize())
 
     def configuration(self, resolver: str, protocol: str) -> str:
         """'Cloudflare DoT'."""

@@ -65,8 +65,14 @@ def outcome_table(visits: pd.DataFrame, taxonomy: str, settings: AnalysisSetting
 
 def vantage_point_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
     """Per network and configuration, for each vantage point: counted visits, success % and median onLoad (ms)."""
+    return side_by_side_table(visits, "vantage_point", settings)
+
+
+def side_by_side_table(visits: pd.DataFrame, column: str, settings: AnalysisSettings) -> pd.DataFrame:
+    """Per network and configuration, for each value of ``column`` (a vantage point, a browser): counted visits,
+    success % and median onLoad (ms)."""
     labels = settings.labels
-    places = sorted(visits["vantage_point"].astype(str).unique())
+    places = sorted(visits[column].astype(str).unique())
     rows = []
     for network in _networks(visits):
         sub = visits[(visits["network"] == network) & visits["counted"].fillna(False).astype(bool)]
@@ -80,7 +86,7 @@ def vantage_point_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.
             if mine.empty:
                 continue
             for place in places:
-                here = mine[mine["vantage_point"].astype(str) == place]
+                here = mine[mine[column].astype(str) == place]
                 ok = here[here["error_class"] == "Successful"]
                 row[f"{place} visits"] = len(here)
                 row[f"{place} success %"] = round(_pct(len(ok), len(here)), 2) if len(here) else float("nan")

@@ -3,8 +3,10 @@
 Order, as in the reference study and in network blocks: for each round,
 the networks (shuffled per round) form blocks, so a link is shaped once
 per block; within a block the sites are shuffled, and for each site its
-configurations (resolver x protocol) are shuffled. Everything is drawn from
-one seed, so the same study always gives the same plan.
+configurations (browser x resolver x protocol) are shuffled. Everything is
+drawn from one seed, so the same study always gives the same plan; a study
+with one browser plans exactly as before browsers were a factor (the same
+number of configurations per site, so the same shuffles).
 
 A study with several vantage points repeats the same sequence at each, so
 a site is visited from every vantage point at about the same time; the
@@ -33,6 +35,7 @@ class PlannedVisit:
     resolver: str
     protocol: str
     vantage_point: str = ""  # "" in a single-host study
+    browser: str = "firefox"  # the browser the visit runs in (harness/browser/registry.py)
 
     @property
     def url(self) -> str:
@@ -53,24 +56,32 @@ def make_plan(
     vantage_points: Sequence[str] = ("",),
     first_ordinal: int = 0,
     first_block: int = 0,
+    browsers: Sequence[str] = ("firefox",),
 ) -> Iterator[PlannedVisit]:
     """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice).
 
-    ``configurations`` are the (resolver, protocol) pairs each site is visited with. A vantage point added
+    ``configurations`` are the (resolver, protocol) pairs each site is visited with, in each of ``browsers``
+    (crossed with them and shuffled together per site, as resolvers and protocols are). A vantage point added
     to a running study gets its part after the others: ``first_ordinal`` and ``first_block`` continue them.
     """
     blocks = rounds * len(networks)
-    visits = blocks * len(sites) * len(configurations)
+    crossed = [(b, r, p) for b in browsers for r, p in configurations]
+    visits = blocks * len(sites) * len(crossed)
     for index, place in enumerate(vantage_points):
         ordinal, block = first_ordinal + index * visits, first_block + index * blocks
-        for visit in _one_place(sites, rounds, networks, configurations, seed):
+        for visit in _one_place(sites, rounds, networks, crossed, seed):
             yield replace(visit, ordinal=ordinal + visit.ordinal, block=block + visit.block, vantage_point=place)
 
 
 def _one_place(
-    sites: Sequence[Site], rounds: int, networks: Sequence[str], configurations: Sequence[tuple[str, str]], seed: int
+    sites: Sequence[Site],
+    rounds: int,
+    networks: Sequence[str],
+    configurations: Sequence[tuple[str, str, str]],
+    seed: int,
 ) -> Iterator[PlannedVisit]:
-    """The plan of one vantage point, ordinals and blocks from 0."""
+    """The plan of one vantage point, ordinals and blocks from 0; ``configurations`` are (browser, resolver,
+    protocol)."""
     ordinal = block = 0
     for round_ in range(rounds):
         order = list(networks)
@@ -81,7 +92,7 @@ def _one_place(
             for site in shuffled:
                 configs = list(configurations)
                 _rng(seed, "configs", round_, network, site.domain).shuffle(configs)
-                for resolver, protocol in configs:
-                    yield PlannedVisit(ordinal, round_, block, network, site, resolver, protocol)
+                for browser, resolver, protocol in configs:
+                    yield PlannedVisit(ordinal, round_, block, network, site, resolver, protocol, browser=browser)
                     ordinal += 1
             block += 1

@@ -55,7 +55,7 @@ class Estimate:
 def estimate(loaded: LoadedStudy, measured: dict[str, list[float]]) -> Estimate:
     """Estimate the study's time from ``measured`` wall times per network (seconds)."""
     s = loaded.study
-    per_network = len(loaded.sites) * len(s.configurations)
+    per_network = len(loaded.sites) * len(s.configurations) * len(s.browsers)
     medians = {n: statistics.median(measured[n]) for n in s.networks if measured.get(n)}
     missing = [n for n in s.networks if n not in medians]
     check_s = s.link_check.probes * 0.01 + 1.5 * s.link_check.seconds + 1  # probes, both directions' rates at once

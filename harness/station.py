@@ -22,6 +22,7 @@ from rich.console import Console
 
 from harness.arms.evidence import resolver_counters
 from harness.browser.base import SessionPolicy
+from harness.browser.registry import DEFAULT_BROWSER
 from harness.daemons import stopped
 from harness.errors import HarnessError
 from harness.leftovers import stop_leftovers
@@ -67,34 +68,43 @@ class Station:
         self.console = console or Console()
         self.stopping = stopping  # True once the operator asked to stop: a failure then may be the stop itself
         self.links: dict[str, LinkProfile] = {n: load_link_profile(n) for n in study.networks}
-        self._visitor: Visitor | None = None
+        self._visitors: dict[str, Visitor] = {}  # one per browser of the study, each built on first use
+        self._network = "wired"  # the block's network, given to a visitor built mid-block
 
     @property
     def visitor(self) -> Visitor:
-        """The browser visitor, built on first use (building it reads the browser's and driver's versions)."""
-        if self._visitor is None:
-            s = self.study
-            self._visitor = Visitor(
-                self.place,
-                self.results_dir,
-                timeout=s.page_load_timeout_s,
-                stub_idle_timeout_ms=s.arms.stub_idle_timeout_ms,
-                browser_dns=s.browser_dns,
-                stubs=s.arms.stubs,
-                session=SessionPolicy(s.browser_session, s.browser_restart.visits, s.browser_restart.memory_mb),
-                resolver_connection=s.resolver_connection,
-            )
-        return self._visitor
+        """The visitor of the study's first browser (building it reads the browser's and driver's versions)."""
+        return self.visitor_for(self.study.browsers[0])
 
     @visitor.setter
     def visitor(self, visitor: Visitor) -> None:
-        self._visitor = visitor
+        """Use ``visitor`` for every browser of the study (tests give a fake one)."""
+        self._visitors = dict.fromkeys(self.study.browsers, visitor)
+
+    def visitor_for(self, browser: str) -> Visitor:
+        """The visitor that runs visits in ``browser``, built on first use."""
+        if browser not in self._visitors:
+            s = self.study
+            self._visitors[browser] = Visitor(
+                self.place,
+                self.results_dir,
+                timeout=s.page_load_timeout_s,
+                network=self._network,
+                stub_idle_timeout_ms=s.arms.stub_idle_timeout_ms,
+                # The study's `browser_dns` is a Firefox preference profile; another browser runs its own default.
+                browser_dns=s.browser_dns if browser == DEFAULT_BROWSER else None,
+                stubs=s.arms.stubs,
+                browser=browser,
+                session=SessionPolicy(s.browser_session, s.browser_restart.visits, s.browser_restart.memory_mb),
+                resolver_connection=s.resolver_connection,
+            )
+        return self._visitors[browser]
 
     def environment(self) -> dict[str, str]:
         """What a crawl records about where it runs: versions, kernel, backend, the place, congestion control."""
         ns = self.place.namespaces
         env = {
-            **self.visitor.versions,
+            **{k: v for b in self.study.browsers for k, v in self.visitor_for(b).versions.items()},
             "kernel": platform.release(),
             "python": platform.python_version(),
             "shaping_backend": self.shaper.choose_backend(),
@@ -122,7 +132,9 @@ class Station:
         self.end_session()  # a reused browser serves one block: the next gets a new one
         self.require_responsive(visit)  # a frozen resolver would fail the link check's neighbours, then visits
         link = self.links[network]
-        self.visitor.network = network
+        self._network = network
+        for visitor in self._visitors.values():
+            visitor.network = network
         checks: list[dict] = []
         for _attempt in (1, 2):
             self.shaper.apply(link)
@@ -139,9 +151,9 @@ class Station:
         return checks[-1]
 
     def end_session(self) -> None:
-        """End a reused browser, if one runs (a block's end, its timer run, the crawl's end)."""
-        if self._visitor is not None:
-            self._visitor.close()
+        """End the reused browsers, if any run (a block's end, its timer run, the crawl's end)."""
+        for visitor in dict.fromkeys(self._visitors.values()):  # a test's one visitor serves every browser
+            visitor.close()
 
     def describe_check(self, block: int, network: str, check: dict) -> str:
         """The console line of a block's link check."""
@@ -181,7 +193,7 @@ class Station:
             if attempt:
                 self.shaper.apply(self.links[visit.network])  # re-applies only if a delayer died
             try:
-                result = self.visitor.visit_once(visit.url, visit.protocol, visit.resolver)
+                result = self.visitor_for(visit.browser).visit_once(visit.url, visit.protocol, visit.resolver)
             except HarnessError:  # e.g. a dead resolver's statistics cannot be read
                 self.halt_if_unhealthy(visit)
                 raise
@@ -206,6 +218,7 @@ class Station:
             site_group=visit.site.group,
             retried=failed,
             vantage_point=visit.vantage_point,
+            browser=visit.browser,
         )
         return VisitOutcome(record, attempt, not result.counted, result.wall_s, failed)
 

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from harness.arms import arm_class, browser_protocols
 from harness.browser.prefs import DNS_CURRENT, load_prefs
+from harness.browser.registry import DEFAULT_BROWSER, browser_names
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, checkout_hint, project_path
 from harness.plan import PlannedVisit, make_plan
@@ -41,9 +42,16 @@ def _timer_protocol(name: str) -> str:
     return name
 
 
+def _browser(name: str) -> str:
+    if name not in browser_names():
+        raise ValueError(f"unknown browser '{name}' (have: {', '.join(browser_names())})")
+    return name
+
+
 # Checked against the registry when a study loads, so a newly registered protocol is accepted at once.
 BrowserProtocol = Annotated[str, AfterValidator(_browser_protocol)]
 TimerProtocol = Annotated[str, AfterValidator(_timer_protocol)]
+BrowserName = Annotated[str, AfterValidator(_browser)]
 
 STUDY_DIR = PROJECT_ROOT / "profiles" / "studies"
 #: The most visits one study may plan. The crawl holds the whole plan in memory (about 180 bytes a visit)
@@ -193,6 +201,8 @@ class Study(BaseModel):
     networks: list[str] = Field(min_length=1)
     resolvers: list[str] = Field(min_length=1)
     protocols: list[BrowserProtocol] = Field(min_length=1)
+    # The browsers every configuration is visited in: a factor of the plan, crossed with resolvers and protocols.
+    browsers: list[BrowserName] = Field(default_factory=lambda: [DEFAULT_BROWSER], min_length=1)
     page_load_timeout_s: float = Field(default=30.0, gt=0, le=600)
     infrastructure_retries: int = Field(default=2, ge=0, le=10)
     sites: SiteSource
@@ -220,7 +230,7 @@ class Study(BaseModel):
                 raise ValueError(f"no network profile '{name}' (profiles/network has: {', '.join(known)})")
         return _distinct(value)
 
-    @field_validator("resolvers", "protocols", "vantage_points")
+    @field_validator("resolvers", "protocols", "vantage_points", "browsers")
     @classmethod
     def _distinct_values(cls, value: list[str]) -> list[str]:
         return _distinct(value)
@@ -305,12 +315,15 @@ class LoadedStudy:
 
     def plan(self) -> list[PlannedVisit]:
         s = self.study
-        return list(make_plan(self.sites, s.rounds, s.networks, s.configurations, s.seed, s.places))
+        return list(
+            make_plan(self.sites, s.rounds, s.networks, s.configurations, s.seed, s.places, browsers=s.browsers)
+        )
 
     @property
     def visits_per_place(self) -> int:
         """Visits each vantage point makes."""
-        return len(self.sites) * self.study.rounds * len(self.study.networks) * len(self.study.configurations)
+        s = self.study
+        return len(self.sites) * s.rounds * len(s.networks) * len(s.configurations) * len(s.browsers)
 
     @property
     def visit_count(self) -> int:
@@ -399,6 +412,7 @@ def _too_many_visits(loaded: LoadedStudy) -> str:
     return (
         f"{s.rounds} rounds x {len(loaded.sites)} sites x {len(s.networks)} networks x {len(s.configurations)} "
         f"(resolver, protocol) pairs"
+        + (f" x {len(s.browsers)} browsers" if len(s.browsers) > 1 else "")
         + (f" x {len(s.places)} vantage points" if s.vantage_points else "")
         + f" plan {loaded.visit_count:,} visits, more than the maximum "
         f"{MAX_PLANNED_VISITS:,} a study may plan (split it into several studies)"

@@ -30,17 +30,22 @@ def make_store(
     timings: dict | None = None,
     paints: Paints | None = None,
     vantage_points: dict[str, float] | None = None,
+    browsers: dict[str, dict[str, float]] | None = None,
 ) -> Path:
     """A store whose every planned visit is done with the outcome ``outcome`` gives it.
 
     With ``paints``, each Successful visit also gets the paint and loading times it gives (in its columns and
     its record); every other visit has none, as in a crawl. Without, every record says none, and the columns
     are left as `Store` makes them. ``vantage_points``: name -> ms added to every onLoad measured there (the
-    plan is repeated at each, as a study with vantage points plans it)."""
+    plan is repeated at each, as a study with vantage points plans it). ``browsers``: name -> protocol -> ms
+    added to every onLoad of that protocol in that browser (a factor of the plan, as a study's `browsers`)."""
     store = Store(path)
     site_list = [Site(f"site{i}.test", i + 1, "top" if i < sites // 2 else "tail") for i in range(sites)]
     places = vantage_points or {"": 0.0}
-    plan = list(make_plan(site_list, rounds, list(networks), list(configurations), seed=1, vantage_points=list(places)))
+    slower = browsers or {"firefox": {}}
+    plan = list(
+        make_plan(site_list, rounds, list(networks), list(configurations), 1, list(places), browsers=tuple(slower))
+    )
     store.add_study("synthetic", "synthetic", 1, {"study": {}}, plan)
     index = {s.domain: i for i, s in enumerate(site_list)}
     painted: list[tuple] = []
@@ -56,7 +61,9 @@ def make_store(
             "paper_2019": paper,
             "counted": error_class != "Infrastructure Failure",
             "on_load_ms": (
-                on_load + places[visit.vantage_point] if error_class == "Successful" and on_load is not None else None
+                on_load + places[visit.vantage_point] + slower[visit.browser].get(visit.protocol, 0.0)
+                if error_class == "Successful" and on_load is not None
+                else None
             ),
             "har_path": None,
             "wall_s": 3.0,

@@ -228,6 +228,7 @@ def test_a_store_from_before_the_paint_columns_still_analyses_and_says_fcp_is_mi
         "lcp_ms",
         "dcl_ms",
         "vantage_point",
+        "browser",
         "browser_session",
         "session_ordinal",
         "resolver_connection",

@@ -55,6 +55,8 @@ def test_the_shipped_studies_load_with_the_reference_design():
     assert set(demo.study.networks) == {"wired", "4g", "4g-lossy", "3g"} and len(demo.study.resolvers) >= 2
     assert set(demo.study.protocols) == {"do53", "dot", "doh", "doq"}  # the paper's three, and DoQ beyond it
     assert demo.visit_count == 128 and demo.study.browser_dns.endswith("dns-current.toml")
+    assert demo.study.browsers == ["firefox", "chromium"] and [s.rank for s in demo.sites] == [1, 99001]
+    assert sum(v.browser == "chromium" for v in demo.plan()) == 64  # half the demo's visits in Chromium
     assert paper.study.browser_dns.endswith("dns-2019.toml")
     # The reference design: a new browser for every visit, its first query opening the resolver connection.
     assert (paper.study.browser_session, paper.study.resolver_connection) == ("fresh", "cold")

@@ -17,12 +17,17 @@ from harness.place import ClientSide
 DEFAULT_BROWSER = "firefox"
 
 
+def browser_names() -> list[str]:
+    """The registered browsers' names, sorted (what a study's `browsers` may list)."""
+    return sorted(registered_browsers())
+
+
 def browser_class(name: str) -> type[Browser]:
     """The browser called ``name``; a one-line error naming those that exist."""
     try:
         return registered_browsers()[name]
     except KeyError:
-        have = ", ".join(sorted(registered_browsers()))
+        have = ", ".join(browser_names())
         raise HarnessError(f"unknown browser '{name}': choose one of {have}") from None
 
 

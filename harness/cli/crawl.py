@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from harness.browser.registry import DEFAULT_BROWSER, browser_class
 from harness.cli.analysis import effect_warnings, plan_power, power_lines, write_report
 from harness.cli.common import console, lab_config, lab_options, one_line_errors, place_from
 from harness.cli.lab import print_checks
@@ -70,6 +71,7 @@ def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None, 
     console.print(
         f"networks: {', '.join(s.networks)}; configurations ({len(s.configurations)}): "
         + ", ".join(f"{r}/{p}" for r, p in s.configurations)
+        + (f"; browsers: {', '.join(s.browsers)}" if len(s.browsers) > 1 else "")
     )
     if s.target == "lab":
         from harness.lab.lab import Lab
@@ -78,7 +80,11 @@ def study_check(name: str, measured: tuple[Path, ...], store_path: Path | None, 
         check_sites(loaded, Lab(lab_config(s.lab_profile or DEFAULT_LAB_PROFILE, None, None)))
     if s.faults:
         console.print("lab faults while it runs: " + ", ".join(f"{f.name} at {f.resolver}" for f in s.faults))
-    console.print(f"browser DNS preferences: {s.browser_dns}")
+    others = [b for b in s.browsers if b != DEFAULT_BROWSER]  # the study's preferences are Firefox's
+    console.print(
+        f"browser DNS preferences: {s.browser_dns}"
+        + "".join(f"; {b}: {browser_class(b).default_browser_dns}" for b in others)
+    )
     times = measured_seconds([*measured, store_path or default_store(s.name)])
     console.print(estimate(loaded, times).summary())
     minimum = s.analysis.minimum_detectable_effect_ms

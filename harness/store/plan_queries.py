@@ -37,6 +37,7 @@ def planned_visit_of(row: sqlite3.Row) -> PlannedVisit:
         resolver=row["resolver"],
         protocol=row["protocol"],
         vantage_point=row["vantage_point"],
+        browser=row["browser"],
     )
 
 

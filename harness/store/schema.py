@@ -88,6 +88,8 @@ ADDED_COLUMNS = [
     # A visit to a web replayed from an archive (docs/replay.md): its misses and fuzzy matches; NULL elsewhere.
     ("visits", "replay_misses", "INTEGER"),
     ("visits", "replay_fuzzy", "INTEGER"),
+    # The browser the visit ran in: every visit of a store from before browsers were a factor ran in Firefox.
+    ("visits", "browser", "TEXT NOT NULL DEFAULT 'firefox'"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]
@@ -117,6 +119,7 @@ PLAN_COLUMNS = (
     "resolver",
     "protocol",
     "vantage_point",
+    "browser",
 )
 
 

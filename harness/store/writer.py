@@ -127,6 +127,7 @@ class StoreWriter:
                 "resolver": v.resolver,
                 "protocol": v.protocol,
                 "vantage_point": v.vantage_point,
+                "browser": v.browser,
             }
             for v in plan
         )
