@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from harness.arms import arm_class, browser_protocols
 from harness.browser.prefs import DNS_CURRENT, load_prefs
-from harness.browser.registry import DEFAULT_BROWSER, browser_names
+from harness.browser.registry import DEFAULT_BROWSER, browser_class, browser_names
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, checkout_hint, project_path
 from harness.plan import PlannedVisit, make_plan
@@ -234,6 +234,15 @@ class Study(BaseModel):
     @classmethod
     def _distinct_values(cls, value: list[str]) -> list[str]:
         return _distinct(value)
+
+    @field_validator("browser_session")
+    @classmethod
+    def _reusable_browsers(cls, value: str, info: ValidationInfo) -> str:
+        if value == "reused":  # refused here, not at the first visit of a browser that cannot, mid-crawl
+            for name in info.data.get("browsers", []):
+                if not browser_class(name).reusable:
+                    raise ValueError(f"browser '{name}' cannot serve many visits (it runs fresh only)")
+        return value
 
     @field_validator("lab_profile")
     @classmethod

@@ -124,6 +124,10 @@ def test_a_study_resolves_its_selections(tmp_path):
         (("seed = 7\n", 'seed = 7\nbrowser_session = "shared"\n'), r"mini.toml:\d+: browser_session: .*'fresh'"),
         (("seed = 7\n", 'seed = 7\nresolver_connection = "hot"\n'), r"mini.toml:\d+: resolver_connection: .*'warm'"),
         (
+            ("seed = 7\n", 'seed = 7\nbrowsers = ["firefox", "chromium"]\nbrowser_session = "reused"\n'),
+            r"mini.toml:\d+: browser_session: .*browser 'chromium' cannot serve many visits \(it runs fresh only\)",
+        ),
+        (
             ("every = 5\n", "every = 5\n[browser_restart]\nvisits = -1\n"),
             r"mini.toml:\d+: browser_restart.visits: Input should be greater than or equal to 0",
         ),
