@@ -415,6 +415,7 @@ def test_a_forked_child_does_not_keep_a_dead_holder_s_lock(tmp_path):
         os.killpg(holder.pid, signal.SIGKILL)
 
 
+@pytest.mark.lab  # no lab, but it mounts a file system: root (not inside the image's test run)
 def test_a_lock_taken_on_a_full_disk_is_one_line_naming_it(tmp_path):
     # Found by the chaos run (benchmarks/chaos.py): a coordinator started while the results' disk was full
     # died with a traceback (OSError ENOSPC writing its store lock's holder).
@@ -435,6 +436,7 @@ def test_a_lock_taken_on_a_full_disk_is_one_line_naming_it(tmp_path):
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+@pytest.mark.lab  # no lab, but it mounts a file system: root (not inside the image's test run)
 def test_a_store_opened_on_a_full_disk_says_the_disk_is_full_not_that_it_is_no_store(tmp_path):
     # Found by the chaos run: "store.sqlite: not a dnsstudy store (disk I/O error)" for a coordinator
     # started again while the results' disk was full.
