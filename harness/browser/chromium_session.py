@@ -220,11 +220,11 @@ class ChromiumSession(FirefoxSession):
                 except (OSError, StopIteration, ValueError):
                     continue
                 parents.setdefault(ppid, []).append(int(entry.name))
-        found, todo = [], [self._driver_proc.pid]
-        while todo:
-            pid = todo.pop()
+        found, pending = [], [self._driver_proc.pid]
+        while pending:
+            pid = pending.pop()
             found.append(pid)
-            todo.extend(parents.get(pid, []))
+            pending.extend(parents.get(pid, []))
         return found
 
 
