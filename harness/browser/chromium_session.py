@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -79,16 +78,7 @@ class ChromiumSession(FirefoxSession):
             self._driver_proc = subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not self._killed.is_set():
-            if self._driver_proc.poll() is not None:
-                raise RuntimeError(f"chromedriver exited with status {self._driver_proc.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return port
-            except OSError:
-                time.sleep(0.01)
-        raise RuntimeError("chromedriver did not listen within 10 s")
+        return self._await_driver(port, "chromedriver")
 
     def _options(self, profile_dir: Path) -> Options:  # type: ignore[override]  # Chrome's, not Firefox's
         options = Options()

@@ -254,16 +254,21 @@ class FirefoxSession:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        return self._await_driver(port, "geckodriver")
+
+    def _await_driver(self, port: int, name: str) -> int:
+        """Wait until the driver just started listens on ``port`` (returned), at most 10 s."""
+        assert self._driver_proc is not None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not self._killed.is_set():
             if self._driver_proc.poll() is not None:
-                raise RuntimeError(f"geckodriver exited with status {self._driver_proc.returncode}")
+                raise RuntimeError(f"{name} exited with status {self._driver_proc.returncode}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 return port
             except OSError:
                 time.sleep(0.01)
-        raise RuntimeError("geckodriver did not listen within 10 s")
+        raise RuntimeError(f"{name} did not listen within 10 s")
 
     def _options(self, profile_dir: Path) -> Options:
         options = Options()
