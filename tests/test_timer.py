@@ -381,20 +381,29 @@ def test_with_concurrency_a_tcp_retry_is_credited_to_the_truncated_query(lab, tm
     from harness.lab.zones import BIG_NAME
 
     names = [f"{BIG_NAME} TXT"] + [f"t{i}.lab.test" for i in range(8)]
-    with capture(lab.config.namespaces["client"], tmp_path / "tcp.pcap", ["tcp", "port", "53"]) as pcap:
-        records = _raw_records(lab, "do53", lab.resolver("far"), names, TimerSettings(concurrency=4, interval_ms=10))
-    assert all(r["status"] == "ok" for r in records), records
-    packets = _packets(pcap)
-    syn_ports = {sport for _, sport, dport, rest in packets if dport == 53 and rest.startswith("Flags [S],")}
-    asked = {
-        (sport, m[1]) for _, sport, dport, rest in packets if dport == 53 and (m := re.search(r" TXT\? (\S+)\. ", rest))
-    }
-    assert len(syn_ports) == 1, packets
-    (port,) = syn_ports
-    assert asked == {(port, BIG_NAME)}
-    big, *rest = records
-    assert big["transport"] == "tcp" and big["new_connection"] and big["local_port"] == port
-    assert [r["index"] for r in rest if r["new_connection"]] == []
-    spans = [(r["start"], r["start"] + r["duration_us"] / 1e6) for r in records]
-    tcp_start = min(t for t, sport, _, _ in packets if sport == port)
-    assert any(s < tcp_start < e for s, e in spans[1:]), "no other query was in flight when the retry began"
+    overlaps, settings = [], TimerSettings(concurrency=4, interval_ms=10)
+    # Whether another query is still in flight when the retry begins depends on scheduling (on a loaded
+    # machine the others may start late): the crediting is checked on every run, until one shows the overlap.
+    for attempt in range(4):
+        with capture(lab.config.namespaces["client"], tmp_path / f"tcp{attempt}.pcap", ["tcp", "port", "53"]) as pcap:
+            records = _raw_records(lab, "do53", lab.resolver("far"), names, settings)
+        assert all(r["status"] == "ok" for r in records), records
+        packets = _packets(pcap)
+        syn_ports = {sport for _, sport, dport, rest in packets if dport == 53 and rest.startswith("Flags [S],")}
+        asked = {
+            (sport, m[1])
+            for _, sport, dport, rest in packets
+            if dport == 53 and (m := re.search(r" TXT\? (\S+)\. ", rest))
+        }
+        assert len(syn_ports) == 1, packets
+        (port,) = syn_ports
+        assert asked == {(port, BIG_NAME)}
+        big, *rest = records
+        assert big["transport"] == "tcp" and big["new_connection"] and big["local_port"] == port
+        assert [r["index"] for r in rest if r["new_connection"]] == []
+        spans = [(r["start"], r["start"] + r["duration_us"] / 1e6) for r in records]
+        tcp_start = min(t for t, sport, _, _ in packets if sport == port)
+        overlaps.append(any(s < tcp_start < e for s, e in spans[1:]))
+        if overlaps[-1]:
+            break
+    assert any(overlaps), "in no run was another query in flight when the retry began"
