@@ -495,3 +495,25 @@ def test_a_store_of_one_mode_has_no_session_section(tmp_path):
     report = analyze([make_store(tmp_path / "s.sqlite", slower_onload)], tmp_path / "out")
     assert not (tmp_path / "out/tables/session-modes.csv").exists()
     assert "Browser session and resolver connection" not in report.html.read_text()
+
+
+def test_columns_with_one_value_are_filled_and_read_as_the_store_holds_them(tmp_path):
+    path = make_store(tmp_path / "s.sqlite", slower_onload)
+    with closing(sqlite3.connect(path)) as db, db:
+        # One visit differs in a column that is otherwise uniform; another column holds one value in done
+        # visits only (a planned visit with NULL there must not make it look mixed).
+        db.execute("UPDATE visits SET session_ordinal = 3 WHERE ordinal = (SELECT MIN(ordinal) FROM visits)")
+        db.execute("UPDATE visits SET replay_misses = 2 WHERE status = 'done'")
+        db.execute(
+            "INSERT INTO visits (ordinal, study_id, round, block, network, rank, site, site_group, resolver, "
+            "protocol, status, attempts) SELECT MAX(ordinal) + 1, study_id, round, block, network, rank, site, "
+            "site_group, resolver, protocol, 'planned', 0 FROM visits"
+        )
+        naive = pd.read_sql_query(f"SELECT {', '.join(VISIT_COLUMNS)} FROM visits WHERE status = 'done'", db)
+    visits = load(path).visits
+    assert len(visits) == len(naive) and list(visits.columns) == VISIT_COLUMNS
+    for column in VISIT_COLUMNS:
+        read, stored = visits[column].astype(object), naive[column].astype(object)
+        assert [None if pd.isna(v) else v for v in read] == [None if pd.isna(v) else v for v in stored], column
+    assert visits["browser"].dtype == "category" and visits["resolver_handshakes"].dtype == float
+    assert sorted(visits["session_ordinal"].dropna().unique()) == [3.0]
