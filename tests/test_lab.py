@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab.zones import web_address
+from harness.place import CLIENT_IF, SHAPER_CLIENT_IF, SHAPER_SERVER_IF
 from tests.helpers import dig_ms, dns_query_file, doh_get_param, in_ns, median
 
 pytestmark = pytest.mark.lab
@@ -223,13 +224,21 @@ def test_names_outside_the_lab_get_nxdomain_from_the_lab(lab, client, resolvers)
 
 
 def test_client_cannot_reach_beyond_the_lab(lab, client):
-    routes = in_ns(client, "ip", "-4", "route").stdout.strip().splitlines()
-    lab_nets = {str(lab.config.addresses.client_net), str(lab.config.addresses.server_net)}
-    assert all(line.split()[0] in lab_nets for line in routes), routes
-    assert not any(line.startswith("default") for line in routes)
+    # The client's default route ends at the shaper (Firefox needs one to call its link up: docs/lab.md),
+    # which routes only the lab's subnets and has no link but the lab's two.
+    plan = lab.config.addresses
+    lab_nets = {str(plan.client_net), str(plan.server_net)}
+    routes = [line.strip() for line in in_ns(client, "ip", "-4", "route").stdout.strip().splitlines()]
+    default = f"default via {plan.shaper_client_side} dev {CLIENT_IF} proto static"
+    assert all(line.split()[0] in lab_nets for line in routes if line != default) and default in routes, routes
+    shaper = lab.config.namespaces["shaper"]
+    shaper_routes = in_ns(shaper, "ip", "-4", "route").stdout.strip().splitlines()
+    assert shaper_routes and all(line.split()[0] in lab_nets for line in shaper_routes), shaper_routes
+    links = {line.split(":")[1].strip().split("@")[0] for line in in_ns(shaper, "ip", "-o", "link").stdout.splitlines()}
+    assert links == {"lo", SHAPER_CLIENT_IF, SHAPER_SERVER_IF}, links
     start = time.monotonic()
-    out = in_ns(client, "curl", "-sS", "-m", "5", "http://192.0.2.1/")  # TEST-NET-1: no route
-    assert out.returncode == 7 and time.monotonic() - start < 2  # refused locally, not timed out
+    out = in_ns(client, "curl", "-sS", "-m", "5", "http://192.0.2.1/")  # TEST-NET-1: dies at the shaper
+    assert out.returncode == 7 and time.monotonic() - start < 2  # unreachable at once, not timed out
     resolv = in_ns(client, "cat", "/etc/resolv.conf").stdout
     assert f"nameserver {lab.config.addresses.resolver(0)}" in resolv
 
