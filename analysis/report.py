@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis import figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
+from analysis.drawing import Drawings, Rendered, render
 from analysis.formats import ms_interval, number, share
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
 from analysis.metrics import Metric, file_stem
@@ -35,6 +36,9 @@ class Report:
     tables: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     adjustment: str = HOLM  # how each grid's verdicts were adjusted (analysis/methods.py)
+    drawings: Drawings = field(default_factory=Drawings)  # the grids, drawn in workers while the report goes on
+    #: A placeholder in the page -> the figure drawn in a worker that replaces it, its name and caption.
+    pending: dict[str, tuple[Future[Rendered], str, str]] = field(default_factory=dict)
 
 
 def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte_model: Path = DEFAULT_MODEL) -> Report:
@@ -52,43 +56,44 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         )
     adjustment, chosen_by = choose_adjustment(results.study_options, settings.statistics.adjustment)
     report = Report(out=out, html=out / "report.html", adjustment=adjustment)
-    sections: list[str] = []
-    (out / "figures").mkdir(parents=True, exist_ok=True)
-    visits, timings = results.visits, results.timings
-    networks = list(dict.fromkeys(list(visits["network"].astype(str)) + list(timings["network"].astype(str))))
+    with report.drawings:  # the workers end whatever happens
+        sections: list[str] = []
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+        visits, timings = results.visits, results.timings
+        networks = list(dict.fromkeys(list(visits["network"].astype(str)) + list(timings["network"].astype(str))))
 
-    if not timings.empty:
-        caption = "Resolution failures of the standalone timer (timeouts and errors, % of queries sent)"
-        frame = tables.timer_failures(timings, settings)
-        report.tables += tables.write_table(frame, out / "tables" / "timer-failures", caption)
-        caption = "Failed timer queries by status and error detail"
-        frame = tables.timer_failure_details(timings, settings)
-        report.tables += tables.write_table(frame, out / "tables" / "timer-failure-details", caption)
-    sections.append(_summary(results, settings) + _methods(report, chosen_by, settings))
-    if not visits.empty:
-        sections.append(_coverage(report, results, settings))
-    for network in networks:
-        label = settings.labels.network(network)
-        parts = [f"<h2>{html.escape(label)}</h2>"]
-        if (timings["network"] == network).any():
-            fig = figures.resolution_cdf(timings, network, settings)
-            parts.append(_figure(report, fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
-            parts.append(_timer_failures(timings[timings["network"] == network], settings))
-        if (visits["network"] == network).any():
-            order = configurations(visits)
-            parts += [
-                _pairs(report, results, network, metric, order, settings) for metric in settings.grid.metric_list()
-            ]
-        sections.append("\n".join(parts))
+        if not timings.empty:
+            caption = "Resolution failures of the standalone timer (timeouts and errors, % of queries sent)"
+            frame = tables.timer_failures(timings, settings)
+            report.tables += tables.write_table(frame, out / "tables" / "timer-failures", caption)
+            caption = "Failed timer queries by status and error detail"
+            frame = tables.timer_failure_details(timings, settings)
+            report.tables += tables.write_table(frame, out / "tables" / "timer-failure-details", caption)
+        sections.append(_summary(results, settings) + _methods(report, chosen_by, settings))
+        if not visits.empty:
+            sections.append(_coverage(report, results, settings))
+        for network in networks:
+            label = settings.labels.network(network)
+            parts = [f"<h2>{html.escape(label)}</h2>"]
+            if (timings["network"] == network).any():
+                fig = figures.resolution_cdf(timings, network, settings)
+                parts.append(_figure(report, fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
+                parts.append(_timer_failures(timings[timings["network"] == network], settings))
+            if (visits["network"] == network).any():
+                order = configurations(visits)
+                parts += [
+                    _pairs(report, results, network, metric, order, settings) for metric in settings.grid.metric_list()
+                ]
+            sections.append("\n".join(parts))
 
-    if not visits.empty:
-        sections.append(_protocols(report, results, settings))
-        sections.append(_outcomes(report, visits, settings))
-        sections += _apart(report, results, networks, settings)
+        if not visits.empty:
+            sections.append(_protocols(report, results, settings))
+            sections.append(_outcomes(report, visits, settings))
+            sections += _apart(report, results, networks, settings)
 
-    fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
-    sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
-    report.html.write_text(_page(sections, settings))
+        fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
+        sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
+        report.html.write_text(_drawn(report, _page(sections, settings)))
     report.seconds = time.monotonic() - started
     return report
 
@@ -211,7 +216,7 @@ def _pairs(
         f"{interval_sentence(family, reading)}; p_value: sign test of a zero median by site; "
         f"{family_sentence(family, reading)}, p_adjusted)",
     )
-    fig = figures.grid_figure(cells, order, network, settings)
+    drawing = report.drawings.submit(figures.grid_figure, cells, order, network, settings)
     caption = f"Pairwise grid of {metric.label}, {label}"
     note = ""
     if missing:
@@ -223,7 +228,7 @@ def _pairs(
         [
             head,
             note,
-            _figure(report, fig, file_stem("grid", metric, key or network), caption),
+            _later(report, drawing, file_stem("grid", metric, key or network), caption),
             _disagreements(cells, settings),
             _verdicts(cells, settings),
         ]
@@ -340,14 +345,34 @@ def _coverage(report: Report, results: Results, settings: AnalysisSettings) -> s
 
 def _figure(report: Report, fig: plt.Figure, name: str, caption: str) -> str:
     """Save PNG and PDF; return the PNG inline for the report (self-contained: no file references)."""
+    return _saved(report, render(lambda: fig, (), pdf=True), name, caption)
+
+
+def _later(report: Report, drawing: Future[Rendered], name: str, caption: str) -> str:
+    """A placeholder for a figure a worker is drawing; `_drawn` puts the figure in its place."""
+    placeholder = f"<!-- figure {len(report.pending)}: {html.escape(name)} -->"
+    report.pending[placeholder] = (drawing, name, caption)
+    return placeholder
+
+
+def _drawn(report: Report, page: str) -> str:
+    """The page with every figure drawn in a worker saved and in its place; the workers end."""
+    try:
+        for placeholder, (drawing, name, caption) in report.pending.items():
+            page = page.replace(placeholder, _saved(report, drawing.result(), name, caption))
+    finally:
+        report.drawings.close()
+    return page
+
+
+def _saved(report: Report, rendered: Rendered, name: str, caption: str) -> str:
+    """Write a rendered figure's PNG and PDF; the PNG inline for the report."""
     png, pdf = report.out / "figures" / f"{name}.png", report.out / "figures" / f"{name}.pdf"
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    png.write_bytes(buffer.getvalue())
-    fig.savefig(pdf)
-    plt.close(fig)
+    png.write_bytes(rendered.png)
+    assert rendered.pdf is not None  # the report's figures are all drawn with their PDF
+    pdf.write_bytes(rendered.pdf)
     report.figures += [png, pdf]
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    data = base64.b64encode(rendered.png).decode("ascii")
     return (
         f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
         f"<figcaption>{html.escape(caption)} ({png.name}, {pdf.name})</figcaption></figure>"

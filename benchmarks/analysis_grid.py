@@ -6,7 +6,8 @@ times log-normal with a per-configuration shift, and each site keeping its
 own difference under each configuration, sd 100 ms, as real sites do), then
 times reading it, the statistics of every cell of every network's grid
 (intervals from 1,000 resamples of the sites, the sign test, Hodges-Lehmann,
-Holm over each grid) and drawing the grids. Prints the time of each step,
+Holm over each grid) and drawing the grids (PNG), in workers, one per core,
+as the report does (analysis/drawing.py). Prints the time of each step,
 the total and the peak resident memory.
 
     .venv/bin/python -m benchmarks.analysis_grid [--sites 2500] [--rounds 10] [--repeat 3]
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis import figures
+from analysis.drawing import Drawings
 from analysis.pairs import configurations, grid
 from analysis.results import load
 from analysis.settings import load_settings
@@ -102,10 +104,13 @@ def main() -> None:
             order = configurations(visits)
             grids = {net: grid(visits, net, settings, order) for net in NETWORKS}
             t2 = time.perf_counter()
-            for net, cells in grids.items():
-                fig = figures.grid_figure(cells, order, net, settings)
-                fig.savefig(Path(tmp) / f"grid-{net}.png", dpi=110)
-                figures.plt.close(fig)
+            with Drawings() as drawings:  # as the report draws them: in workers, one per core
+                drawn = [
+                    (net, drawings.submit(figures.grid_figure, cells, order, net, settings, pdf=False))
+                    for net, cells in grids.items()
+                ]
+                for net, drawing in drawn:
+                    (Path(tmp) / f"grid-{net}.png").write_bytes(drawing.result().png)
             t3 = time.perf_counter()
             steps["read"].append(t1 - t0)
             steps["statistics"].append(t2 - t1)

@@ -248,6 +248,17 @@ def replay_server(tmp_path):
         serving.result(5)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(5)
+    # The connections' handlers too: left pending, they are destroyed noisily in whatever process holds them
+    # (a report's forked figure workers included).
+    loop.run_until_complete(_cancel_every_task())
+    loop.close()
+
+
+async def _cancel_every_task() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @pytest.mark.parametrize("http2", [True, False])
