@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
-from analysis.drawing import Drawings, Rendered, render
 from analysis.formats import ms_interval, number, share
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
 from analysis.metrics import Metric, file_stem
 from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
 from analysis.replay import replay_table, replayed
+from analysis.report_figures import ReportFigures
 from analysis.results import Results, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, AnalysisSettings, load_settings
 from analysis.significance import ADJUSTMENT_NAMES, ADJUSTMENTS, HOLM
@@ -36,9 +33,7 @@ class Report:
     tables: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     adjustment: str = HOLM  # how each grid's verdicts were adjusted (analysis/methods.py)
-    drawings: Drawings = field(default_factory=Drawings)  # the grids, drawn in workers while the report goes on
-    #: A placeholder in the page -> the figure drawn in a worker that replaces it, its name and caption.
-    pending: dict[str, tuple[Future[Rendered], str, str]] = field(default_factory=dict)
+    drawn: ReportFigures | None = None  # how the figures are saved and placed, while the report is written
 
 
 def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte_model: Path = DEFAULT_MODEL) -> Report:
@@ -56,7 +51,8 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         )
     adjustment, chosen_by = choose_adjustment(results.study_options, settings.statistics.adjustment)
     report = Report(out=out, html=out / "report.html", adjustment=adjustment)
-    with report.drawings:  # the workers end whatever happens
+    with ReportFigures(out / "figures") as drawn:  # its workers end whatever happens
+        report.drawn = drawn
         sections: list[str] = []
         (out / "figures").mkdir(parents=True, exist_ok=True)
         visits, timings = results.visits, results.timings
@@ -77,7 +73,7 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             parts = [f"<h2>{html.escape(label)}</h2>"]
             if (timings["network"] == network).any():
                 fig = figures.resolution_cdf(timings, network, settings)
-                parts.append(_figure(report, fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
+                parts.append(drawn.now(fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
                 parts.append(_timer_failures(timings[timings["network"] == network], settings))
             if (visits["network"] == network).any():
                 order = configurations(visits)
@@ -92,8 +88,9 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             sections += _apart(report, results, networks, settings)
 
         fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
-        sections.append("<h2>Byte cost</h2>" + _figure(report, fig, "byte-cost", "Bytes a client sends for r queries"))
-        report.html.write_text(_drawn(report, _page(sections, settings)))
+        sections.append("<h2>Byte cost</h2>" + drawn.now(fig, "byte-cost", "Bytes a client sends for r queries"))
+        report.html.write_text(drawn.fill(_page(sections, settings)))
+        report.figures = drawn.paths
     report.seconds = time.monotonic() - started
     return report
 
@@ -136,7 +133,7 @@ def _browsers(report: Report, results: Results, networks: list[str], settings: A
         if results.visits[metric.column].notna().any():
             fig = figures.browser_figure(results.visits, settings, metric)
             caption = f"{metric.label}: each arm minus its resolver's Do53, per browser"
-            parts.append(_figure(report, fig, file_stem("browsers", metric, "do53"), caption))
+            parts.append(_drawn(report).now(fig, file_stem("browsers", metric, "do53"), caption))
     for browser in sorted(results.visits["browser"].astype(str).unique()):
         name = settings.labels.browser(browser)
         parts += _grids_of(report, results, "browser", browser, name, networks, settings)
@@ -216,8 +213,8 @@ def _pairs(
         f"{interval_sentence(family, reading)}; p_value: sign test of a zero median by site; "
         f"{family_sentence(family, reading)}, p_adjusted)",
     )
-    drawing = report.drawings.submit(figures.grid_figure, cells, order, network, settings)
     caption = f"Pairwise grid of {metric.label}, {label}"
+    name = file_stem("grid", metric, key or network)
     note = ""
     if missing:
         note = (
@@ -228,7 +225,7 @@ def _pairs(
         [
             head,
             note,
-            _later(report, drawing, file_stem("grid", metric, key or network), caption),
+            _drawn(report).later(figures.grid_figure, cells, order, network, settings, name=name, caption=caption),
             _disagreements(cells, settings),
             _verdicts(cells, settings),
         ]
@@ -265,7 +262,7 @@ def _protocols(report: Report, results: Results, settings: AnalysisSettings) -> 
         for resolver in resolvers:
             fig = figures.protocol_figure(visits, resolver, settings, metric)
             caption = f"{settings.labels.resolver(resolver)}, {metric.label}"
-            parts.append(_figure(report, fig, file_stem("protocols", metric, resolver), caption))
+            parts.append(_drawn(report).now(fig, file_stem("protocols", metric, resolver), caption))
     return "\n".join(parts)
 
 
@@ -340,42 +337,6 @@ def _coverage(report: Report, results: Results, settings: AnalysisSettings) -> s
         f"<h2>Metrics</h2><p>Grids are drawn for {', '.join(html.escape(m.label) for m in metrics)}. A Successful "
         f"visit without a metric is left out of that metric's pairs only.</p><ul>{''.join(items)}</ul>"
         f"<details><summary>{html.escape(caption)}</summary>{frame.to_html(index=False)}</details>"
-    )
-
-
-def _figure(report: Report, fig: plt.Figure, name: str, caption: str) -> str:
-    """Save PNG and PDF; return the PNG inline for the report (self-contained: no file references)."""
-    return _saved(report, render(lambda: fig, (), pdf=True), name, caption)
-
-
-def _later(report: Report, drawing: Future[Rendered], name: str, caption: str) -> str:
-    """A placeholder for a figure a worker is drawing; `_drawn` puts the figure in its place."""
-    placeholder = f"<!-- figure {len(report.pending)}: {html.escape(name)} -->"
-    report.pending[placeholder] = (drawing, name, caption)
-    return placeholder
-
-
-def _drawn(report: Report, page: str) -> str:
-    """The page with every figure drawn in a worker saved and in its place; the workers end."""
-    try:
-        for placeholder, (drawing, name, caption) in report.pending.items():
-            page = page.replace(placeholder, _saved(report, drawing.result(), name, caption))
-    finally:
-        report.drawings.close()
-    return page
-
-
-def _saved(report: Report, rendered: Rendered, name: str, caption: str) -> str:
-    """Write a rendered figure's PNG and PDF; the PNG inline for the report."""
-    png, pdf = report.out / "figures" / f"{name}.png", report.out / "figures" / f"{name}.pdf"
-    png.write_bytes(rendered.png)
-    assert rendered.pdf is not None  # the report's figures are all drawn with their PDF
-    pdf.write_bytes(rendered.pdf)
-    report.figures += [png, pdf]
-    data = base64.b64encode(rendered.png).decode("ascii")
-    return (
-        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{html.escape(caption)} ({png.name}, {pdf.name})</figcaption></figure>"
     )
 
 
@@ -522,3 +483,9 @@ def _page(sections: list[str], settings: AnalysisSettings) -> str:
 
 
 __all__ = ["Report", "ResultsError", "analyze"]
+
+
+def _drawn(report: Report) -> ReportFigures:
+    """The report's figures (set while `analyze` writes it)."""
+    assert report.drawn is not None
+    return report.drawn
