@@ -388,6 +388,9 @@ def test_the_report_has_every_figure_and_table_in_three_formats_and_is_self_cont
     page = report.html.read_text()
     assert "Cloudflare DoT" in page and page.count("data:image/png;base64,") == len(names) // 2
     assert 'src="figures/' not in page and "\\begin{table}" in (tmp_path / "out/tables/outcomes-strict.tex").read_text()
+    # The grids were drawn in workers: each is in its place, none left as a placeholder.
+    grids = list(tmp_path.glob("out/figures/grid-*.png"))
+    assert "<!-- figure" not in page and page.count('alt="Pairwise grid of') == len(grids) > 0
     frame = pd.read_csv(tmp_path / "out/tables/pairs-wired.csv")
     assert len(frame) == 6 * 5 and set(frame["verdict"]) <= {
         "indistinguishable",
