@@ -27,8 +27,12 @@ def test_a_sigterm_to_pytest_still_tears_every_fixture_down(tmp_path):
         "    child = os.fork()\n"  # a forked helper, as pyroute2 makes: SIGTERM kills it, never unwinds pytest
         "    if child == 0:\n"
         "        os.write(ready_w, b'1')\n"  # past Python's after-fork reset, which drops pending signals
-        "        time.sleep(120)\n"
+        # Short sleeps: a SIGTERM landing between the eval loop's last check and a long sleep's system call
+        # would wait the whole sleep for its handler (CI waited 120 s once).
+        "        for _ in range(1200):\n"
+        "            time.sleep(0.1)\n"
         "        os._exit(0)\n"
+        "    os.close(ready_w)\n"  # a child that died before writing gives EOF here, not a wait forever
         "    os.read(ready_r, 1)\n"
         "    os.kill(child, signal.SIGTERM)\n"
         "    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == -signal.SIGTERM\n"
