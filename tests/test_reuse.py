@@ -17,6 +17,7 @@ import pytest
 from harness import netns
 from harness.browser.base import SessionPolicy
 from harness.browser.firefox import Firefox
+from harness.browser.reused import process_state
 from harness.browser.session import FirefoxSession
 from harness.visit import Visitor
 from tests.helpers import wait_for
@@ -101,10 +102,7 @@ def parent_pid(visitor: Visitor) -> int:
 def dead(pid: int) -> bool:
     """Gone, or a zombie: SIGKILL is delivered at once, the process ends a moment later (on CI's loaded run, a
     visit begun in that moment found a browser that died under it: the harness's failure, as it should be)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except OSError:
-        return True
+    return process_state(pid) in ("Z", "X", None)
 
 
 def requested(load) -> set[str]:

@@ -71,7 +71,7 @@ class ReusedFirefoxSession(FirefoxSession):
             and proc is not None
             and proc.poll() is None
             and self._firefox is not None
-            and _state(self._firefox) not in ("Z", "X", "T", "t", None)
+            and process_state(self._firefox) not in ("Z", "X", "T", "t", None)
         )
 
     def memory_mb(self) -> float:
@@ -166,6 +166,7 @@ def _parent(pid: int) -> int | None:
     return int(fields[1]) if fields else None
 
 
-def _state(pid: int) -> str | None:
+def process_state(pid: int) -> str | None:
+    """The process's state letter from /proc (R, S, Z...), or None if it is gone."""
     fields = _stat(pid)
     return fields[0] if fields else None
