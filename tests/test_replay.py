@@ -5,15 +5,15 @@ The record-and-replay round trip in real labs is in tests/test_replay_lab.py.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import concurrent.futures
-import contextlib
 import gzip
 import json
+import os
+import signal
 import socket
 import ssl
-import threading
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -26,9 +26,11 @@ from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import load_lab_config
 from harness.lab.replayweb import ReplayWeb
 from harness.lab.unbound import resolver_config
+from harness.paths import PROJECT_ROOT
 from harness.replay.archive import INDEX, Archive, DnsAnswer, Exchange, SiteRecord, shared_addresses, write_site
 from harness.replay.har_import import read_har
 from harness.replay.matching import ExchangeIndex, body_for, site_seed
+from tests.helpers import wait_for
 
 HTML = b"<html><head><title>x</title></head><body><img src='https://img.cdn.test/a.png?v=1'></body></html>"
 
@@ -218,9 +220,7 @@ def test_local_resolver_reads_the_zone_when_replaying(tmp_path):
 
 @pytest.fixture
 def replay_server(tmp_path):
-    """The replay server on 127.0.0.1 with a CA of its own, in a thread of this process."""
-    from harness.lab import replayserver
-
+    """The replay server on 127.0.0.1 with a CA of its own: the program a lab runs, with its two workers."""
     write_site(tmp_path / "archive", _record())
     ca = CertificateAuthority.create("test CA")
     (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
@@ -236,34 +236,34 @@ def replay_server(tmp_path):
         "wait": True,
         "events": str(tmp_path / "events.jsonl"),
         "user": None,
+        "workers": 2,
         "listen": [listen | {"alpn": ["h2", "http/1.1"]}],
     }
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    serving = asyncio.run_coroutine_threadsafe(replayserver.serve(config), loop)
-    yield port, tmp_path
-    serving.cancel()
-    with contextlib.suppress(concurrent.futures.CancelledError, concurrent.futures.TimeoutError):
-        serving.result(5)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    # The connections' handlers too: left pending, they are destroyed noisily in whatever process holds them
-    # (a report's forked figure workers included).
-    loop.run_until_complete(_cancel_every_task())
-    loop.close()
+    (tmp_path / "replay.json").write_text(json.dumps(config))
+    argv = [sys.executable, "-m", "harness.lab.replayserver", str(tmp_path / "replay.json")]
+    server = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and "2 workers" in server.stdout.readline()
+        yield port, tmp_path, server
+    finally:
+        server.kill()
+        server.wait(10)
 
 
-async def _cancel_every_task() -> None:
-    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+def workers_of(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("http2", [True, False])
 def test_replay_server_answers_and_logs(replay_server, http2):
-    port, tmp_path = replay_server
+    port, tmp_path, _ = replay_server
     with httpx.Client(http2=http2, verify=ssl.create_default_context(cafile=tmp_path / "ca.pem")) as client:
         for _ in range(50):
             try:
@@ -281,6 +281,17 @@ def test_replay_server_answers_and_logs(replay_server, http2):
         assert missing.status_code == 404
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [(e["kind"], e["target"]) for e in events] == [("fuzzy", "/a.png?v=1&k=9"), ("miss", "/nothing")]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_replay_server_workers_end_with_it(replay_server, stop):
+    """A lab stops the server by its pid: its workers must go with it, even when it is killed outright."""
+    _, _, server = replay_server
+    workers = workers_of(server.pid)
+    assert len(workers) == 2
+    os.kill(server.pid, stop)
+    server.wait(10)
+    wait_for(lambda: not any(alive(w) for w in workers), timeout=10, what="the workers' end")
 
 
 def test_visits_carry_replay_misses_into_the_store_and_the_report(tmp_path):

@@ -6,6 +6,10 @@ from pathlib import Path
 
 from harness.lab.zones import LAB_ZONE, ZoneData
 
+#: nginx's worker processes, one per core of the machine this was measured on; the replay server runs as many,
+#: so a replayed page meets a server of the same parallelism as the original.
+WORKER_PROCESSES = 2
+
 
 def nginx_config(
     zones: ZoneData,
@@ -36,7 +40,7 @@ def _head(run: Path) -> list[str]:
     tmp = run / "nginx-tmp"
     return [
         "user www-data;",
-        "worker_processes 2;",
+        f"worker_processes {WORKER_PROCESSES};",
         f"pid {run}/nginx.pid;",
         f"error_log {run}/logs/nginx-error.log warn;",
         "events { worker_connections 8192; }",

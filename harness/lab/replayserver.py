@@ -12,12 +12,16 @@ in the events log, with the time, so a visit can count its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pwd
+import signal
+import socket
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
@@ -43,13 +47,18 @@ class Reply:
 
 
 class Replayer:
-    """The archive's answers, with each HTML body made deterministic once, and the events log."""
+    """The archive's answers, each made once (headers, HTML made deterministic) before the workers fork, and
+    the events log."""
 
     def __init__(self, archive: Archive, wait: bool, events: IO[str]):
         self.index = ExchangeIndex(archive.load_all())
         self.wait = wait
         self.events = events
-        self.bodies: dict[int, bytes] = {}
+        self.answers: dict[int, tuple[list[tuple[str, str]], bytes]] = {
+            id(e): (response_headers(e), body_for(e, site))
+            for candidates in self.index.by_key.values()
+            for _, e, site in candidates
+        }
 
     def reply(self, host: str, method: str, target: str) -> Reply:
         match = self.index.match(host, method, target)
@@ -59,11 +68,9 @@ class Replayer:
         if match.fuzzy:
             self._log("fuzzy", host, method, target, match)
         e: Exchange = match.exchange
-        body = self.bodies.get(id(e))
-        if body is None:
-            body = self.bodies[id(e)] = body_for(e, match.site)
+        headers, body = self.answers[id(e)]
         wait = e.wait_ms / 1000 if self.wait else 0.0
-        return Reply(e.status, response_headers(e), b"" if method.upper() == "HEAD" else body, wait)
+        return Reply(e.status, headers, b"" if method.upper() == "HEAD" else body, wait)
 
     def _log(self, kind: str, host: str, method: str, target: str, match: Match) -> None:
         line = {"time": time.time(), "kind": kind, "host": host, "method": method, "target": target}
@@ -227,27 +234,77 @@ def _drop_privileges(user: str) -> None:
     os.setuid(entry.pw_uid)
 
 
-async def serve(config: dict) -> None:
-    """Bind every listen address, drop privileges, answer until killed."""
-    with open(config["events"], "a") as events:
-        replayer = Replayer(Archive(config["archive"]), bool(config["wait"]), events)
-        handle = _handler(replayer)
-        servers = [
-            await asyncio.start_server(
-                handle, spec["address"], spec.get("port", 443), ssl=_context(spec["cert"], spec["key"], spec["alpn"])
-            )
-            for spec in config["listen"]
-        ]
-        if config.get("user"):
-            _drop_privileges(config["user"])
-        print(f"replay server: {len(replayer.index.by_key)} URLs on {len(servers)} addresses", flush=True)
-        await asyncio.gather(*(s.serve_forever() for s in servers))
+def _listen(spec: dict) -> socket.socket:
+    """A listening socket on the spec's address (bound as root: port 443), shared by every worker."""
+    sock = socket.socket(socket.AF_INET6 if ":" in spec["address"] else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((spec["address"], spec.get("port", 443)))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(replayer: Replayer, listen: list[tuple[socket.socket, ssl.SSLContext]], parent: int) -> None:
+    """Answer on every listening socket until killed, or until the supervising ``parent`` is gone."""
+    handle = _handler(replayer)
+    servers = [await asyncio.start_server(handle, sock=sock, ssl=context) for sock, context in listen]
+    while os.getppid() == parent:  # a worker whose parent was killed (SIGKILL) must not keep the addresses
+        await asyncio.sleep(0.5)
+    for server in servers:
+        server.close()
+
+
+def _worker(replayer: Replayer, listen: list[tuple[socket.socket, ssl.SSLContext]]) -> int:
+    """Fork one worker; the child serves and never returns. SIGTERM is blocked across the fork, so the child
+    never runs the parent's handler: it dies of the signal by default."""
+    parent = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        try:
+            asyncio.run(serve(replayer, listen, parent))
+        finally:
+            os._exit(0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    return pid
+
+
+def _end_with(workers: list[int]) -> Callable[[int, object], None]:
+    """SIGTERM to the server ends its workers and then itself (a lab stops the server by its pid)."""
+
+    def end(signum: int, _frame: object) -> None:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        raise SystemExit(0 if signum == signal.SIGTERM else 1)
+
+    signal.signal(signal.SIGTERM, end)
+    return end
 
 
 def main(argv: list[str]) -> None:
+    """Bind every listen address, drop privileges, fork the workers and answer until killed.
+
+    Workers as nginx's (the config's ``workers``): one Python process answers one request at a time, and
+    a page's parallel requests would queue behind each other where nginx's two workers serve them side by side.
+    """
     with open(argv[1]) as f:
         config = json.load(f)
-    asyncio.run(serve(config))
+    events = open(config["events"], "a")  # noqa: SIM115  # every worker appends to it until killed
+    replayer = Replayer(Archive(config["archive"]), bool(config["wait"]), events)
+    listen = [(_listen(spec), _context(spec["cert"], spec["key"], spec["alpn"])) for spec in config["listen"]]
+    if config.get("user"):
+        _drop_privileges(config["user"])
+    workers: list[int] = []
+    end = _end_with(workers)
+    for _ in range(max(1, int(config.get("workers", 1)))):
+        workers.append(_worker(replayer, listen))
+    print(f"replay server: {len(replayer.index.by_key)} URLs on {len(listen)} addresses, {len(workers)} workers")
+    sys.stdout.flush()
+    os.wait()
+    end(0, None)  # a worker ended on its own: a broken server, stopped whole (exit 1)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from harness.accounts import helper
 from harness.daemons import Daemon
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import LabConfig
+from harness.lab.nginx import WORKER_PROCESSES
 from harness.paths import PROJECT_ROOT
 from harness.replay.archive import Archive, SiteRecord
 
@@ -88,6 +89,7 @@ class ReplayWeb:
             "wait": wait,
             "events": str(events_log(run)),
             "user": helper().name,
+            "workers": WORKER_PROCESSES,
             "listen": listen,
         }
         path = run / "replay.json"
