@@ -11,7 +11,8 @@ the median harness overhead per visit (wall minus onLoad) and visits per
 hour per mode; and the reused browser's memory (PSS) over the visits of
 one browser (`--memory-visits`), for the restart policy's default.
 
-    .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 300]
+    .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
+    .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
 """
 
 from __future__ import annotations
@@ -114,22 +115,43 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
             )
 
 
-def memory(lab, results: Path, visits: int, url: str) -> None:
-    """One reused browser, ``visits`` Do53 visits: its PSS now and then, for the restart policy's default."""
+def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
+    """One reused session under the study's default restart policy, ``visits`` Do53 visits: the browser's PSS
+    every ``every`` visits and at each restart, and this process's RSS, to show both bounded."""
     from harness.browser.base import SessionPolicy
+    from harness.study import BrowserRestart
     from harness.visit import Visitor
 
-    visitor = Visitor(lab, results, session=SessionPolicy("reused"))
-    marks = {1, 10, 25, 50, 100, 200, 300, 500, 1000, visits}
+    restart = BrowserRestart()
+    policy = SessionPolicy("reused", restart_after=restart.visits, memory_limit_mb=restart.memory_mb)
+    visitor = Visitor(lab, results, session=policy)
+    peak, failures, restarts = 0.0, 0, []
     try:
-        print("\nmemory of one reused browser (PSS of its processes, MiB) by visits served")
+        print(f"\nmemory of a reused session, {policy}: PSS of the browser's processes and this process's RSS, MiB")
         for n in range(1, visits + 1):
             result = visitor.visit_once(url, "do53", "near")
-            if n in marks:
-                used = visitor.browser._reused.memory_mb()  # type: ignore[attr-defined]  # Firefox's
-                print(f"  after {n:5} visits: {used:7.0f} MiB  (last visit {result.error_class})", flush=True)
+            failures += result.error_class != "Successful"
+            if result.browser_restart:
+                restarts.append(f"{n} ({result.browser_restart})")
+            used = visitor.browser._reused.memory_mb()  # type: ignore[attr-defined]  # Firefox's
+            peak = max(peak, used)
+            if n % every == 0 or n == 1 or result.browser_restart:
+                print(
+                    f"  visit {n:5} (its browser's {result.session_ordinal:4}th): browser {used:6.0f}  "
+                    f"harness {_rss_mib():5.0f}  failures so far {failures}",
+                    flush=True,
+                )
+        print(f"  peak browser PSS {peak:.0f} MiB; restarts at visits {', '.join(restarts) or 'none'}")
     finally:
         visitor.close()
+
+
+def _rss_mib() -> float:
+    """This process's resident set, MiB (the harness side of a crawl)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def main() -> None:
@@ -139,7 +161,9 @@ def main() -> None:
     parser.add_argument("--networks", default="wired,4g")
     parser.add_argument("--protocols", default="do53,dot,doh,doq,doh3")
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--memory-visits", type=int, default=0, help="visits of one reused browser (0: none)")
+    parser.add_argument(
+        "--memory-visits", type=int, default=0, help="visits of one reused session, restart policy on (0: none)"
+    )
     parser.add_argument("--url", default="https://google.com/")
     add_lab_arguments(parser)
     args = parser.parse_args()
@@ -161,7 +185,7 @@ def main() -> None:
                 mode: Visitor(lab, Path(tmp), session=SessionPolicy(MODES[mode][0]), resolver_connection=MODES[mode][1])
                 for mode in modes
             }
-            for net in networks:
+            for net in networks if args.visits else []:  # --visits 0: the memory run alone
                 shaper.apply(load_link_profile(net))
                 for block in range(max(1, args.visits // args.per_block)):
                     for mode in random.sample(modes, len(modes)):
@@ -169,7 +193,8 @@ def main() -> None:
                         run_block(visitors[mode], protocols, args.per_block, args.url, rows, mode, net)
                     print(f"{net}: block {block + 1} of every mode done", flush=True)
             shaper.clear()
-            report(rows, networks, protocols, link_rtt)
+            if rows:
+                report(rows, networks, protocols, link_rtt)
             if args.memory_visits:
                 memory(lab, Path(tmp), args.memory_visits, args.url)
     finally:

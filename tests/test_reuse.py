@@ -17,7 +17,7 @@ import pytest
 from harness import netns
 from harness.browser.base import SessionPolicy
 from harness.browser.firefox import Firefox
-from harness.browser.reused import process_state
+from harness.browser.reused import dns_queries_in_flight, process_state
 from harness.browser.session import FirefoxSession
 from harness.visit import Visitor
 from tests.helpers import wait_for
@@ -63,6 +63,12 @@ caches.open("dnsstudy").then(c => c.put("/dnsstudy-cached", new Response("x")))
 FIND = """const done = arguments[arguments.length - 1];
 const found = caches => done({cookie: document.cookie, storage: localStorage.getItem("dnsstudy"), caches: caches});
 caches.keys().then(found, e => found(String(e)));"""
+
+# Chrome context: start resolving a name and return at once (the lookup goes on in one of Firefox's DNS threads).
+RESOLVE_LATER = """Services.dns.asyncResolve(arguments[0], Ci.nsIDNSService.RESOLVE_TYPE_DEFAULT,
+  Ci.nsIDNSService.RESOLVE_BYPASS_CACHE, null, { onLookupComplete() {} }, Services.tm.mainThread, {});"""
+# The server side drops DNS over UDP for a moment: a query sent then is answered only by glibc's retry, 5 s later.
+DROP_DNS = "table inet dnsstudy_test { chain input { type filter hook input priority -10; udp dport 53 drop; }; }"
 
 
 @pytest.fixture
@@ -256,3 +262,26 @@ def test_a_hung_browser_is_a_harness_failure_and_the_next_visit_gets_a_new_one(l
         visitor.close()
         if parent is not None:
             subprocess.run(["kill", "-CONT", str(parent)], capture_output=True)
+
+
+def test_a_dns_query_still_in_flight_ends_before_the_next_visit_counts(reused, lab):
+    """A query of the visit before that glibc still retries would reach its resolver during the next visit: the
+    next visit waits for it before its counters start, so a stub arm's visit sees no datagram to port 53."""
+    visitor = reused()
+    assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+    session = session_of(visitor)
+    assert session._driver is not None and session._firefox is not None
+    firefox, uid = session._firefox, visitor.browser.account.uid
+    netns.nft(lab.namespaces["server"], ["-f", "-"], DROP_DNS)
+    try:
+        with netns.entered(visitor.client.namespace):
+            FirefoxSession._in_chrome(session._driver, RESOLVE_LATER, "late.google.com")
+        # The control: the query in flight is seen (its socket, connected to port 53).
+        wait_for(lambda: dns_queries_in_flight(firefox, uid) > 0, timeout=5, what="the query in flight")
+    finally:
+        netns.nft(lab.namespaces["server"], ["delete", "table", "inet", "dnsstudy_test"])
+    second = visitor.visit_once(PAGE, "dot", "near")
+    assert second.phases["dns_settle"] > 1.0, second.phases  # it waited for the retry, about 5 s after the try
+    assert dns_queries_in_flight(firefox, uid) == 0
+    assert second.error_class == "Successful" and second.proof["valid"], (second.detail, second.proof)
+    assert second.proof["off_arm"] == 0, second.proof

@@ -29,6 +29,13 @@ from harness.browser.session import FirefoxSession, _first_line
 #: once, so each visit's are new (a thread start costs microseconds; within a visit a thread serves many names).
 REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-idle-time-seconds": 0}
 
+#: How long a visit waits, before its counters start, for DNS queries of the visit before that are still in
+#: flight: glibc retries an unanswered query after 5 s, twice in all by default (resolv.conf(5)), and a retry
+#: sent during the next visit reaches the resolver of an arm that visit may not use (seen on 4G: one datagram
+#: to port 53 in a stub arm's visit). Past this the visit goes on, and its proof judges what it saw.
+DNS_SETTLE_S = 11.0
+DNS_PORT = 53
+
 _CLEAR = script("clear-state")
 _SET_PREFS = script("set-prefs")
 
@@ -96,6 +103,9 @@ class ReusedFirefoxSession(FirefoxSession):
         if not self.alive:
             self.report.driver_failure = self.report.driver_failure or "reuse: the browser is not running"
             return
+        t = time.monotonic()
+        self._await_dns_settled()
+        self.report.phases["dns_settle"] = time.monotonic() - t
         self._watchdog = self._start_watchdog()
         t = time.monotonic()
         try:
@@ -109,6 +119,17 @@ class ReusedFirefoxSession(FirefoxSession):
             self.report.driver_failure = f"reuse: {type(exc).__name__}: {_first_line(exc)}"
             self.kill()
         self.report.phases["clear"] = time.monotonic() - t
+
+    def _await_dns_settled(self) -> None:
+        """Wait (at most `DNS_SETTLE_S`) until the browser has no DNS query in flight.
+
+        glibc sends each query from a UDP socket connected to the name server, closed when the query ends, so
+        the browser account's UDP sockets to port 53 in the client namespace are its queries in flight.
+        """
+        assert self._firefox is not None  # alive
+        deadline = time.monotonic() + DNS_SETTLE_S
+        while dns_queries_in_flight(self._firefox, self.account.uid) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _apply_prefs(self, prefs: dict) -> None:
         restore = {n: v for n, v in self._originals.items() if n not in prefs}
@@ -151,6 +172,21 @@ class ReusedFirefoxSession(FirefoxSession):
     def _take_events(self, events) -> list[dict]:
         """The visit's events, taken from the log, which stays open for the next visit."""
         return events.take()
+
+
+def dns_queries_in_flight(pid: int, uid: int) -> int:
+    """UDP sockets of ``uid`` connected to port 53 in the network namespace of process ``pid``."""
+    count = 0
+    for table in ("udp", "udp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()  # sl local rem st tx:rx tr:when retrnsmt uid ...
+            if len(fields) > 7 and int(fields[2].rsplit(":", 1)[1], 16) == DNS_PORT and int(fields[7]) == uid:
+                count += 1
+    return count
 
 
 def _stat(pid: int) -> list[str] | None:
