@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -18,6 +19,7 @@ from harness import netns
 from harness.browser.base import SessionPolicy
 from harness.browser.firefox import Firefox
 from harness.browser.reused import process_state
+from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.visit import Visitor
 from tests.helpers import wait_for
@@ -60,9 +62,40 @@ localStorage.setItem("dnsstudy", "1");
 const done = arguments[arguments.length - 1];
 caches.open("dnsstudy").then(c => c.put("/dnsstudy-cached", new Response("x")))
   .then(() => done(true), e => done(String(e)));"""
+# Chrome: every idle connection closes (the clearing's own call, here alone: no TLS session is forgotten).
+PRUNE = 'Services.obs.notifyObservers(null, "net:prune-all-connections");'
 FIND = """const done = arguments[arguments.length - 1];
 const found = caches => done({cookie: document.cookie, storage: localStorage.getItem("dnsstudy"), caches: caches});
 caches.keys().then(found, e => found(String(e)));"""
+
+
+def served(lab, offset: int, urls: set[str]) -> dict[int, str]:
+    """The connections of the requests nginx logged from byte `offset` of its access log on, each by its number
+    with "r" if its TLS session was resumed ("." if not), once every URL of `urls` is among them (nginx writes
+    its log a second late, and each worker its own lines). By path: the log names a connection's server name,
+    which Firefox uses for every host whose address and certificate the connection has too. The favicon aside:
+    the same tab loading a page again takes it from Firefox's favicon cache."""
+    log = Path(lab.run_dir) / "logs" / "nginx-access.log"
+    paths = {urlsplit(u)._replace(scheme="", netloc="").geturl() for u in urls} - {"/favicon.ico"}
+    found: dict[str, tuple[int, str]] = {}
+
+    def read() -> bool:
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode()
+        for line in text.splitlines(keepends=True):
+            if line.endswith("\n"):  # written whole
+                head, request, tail = line.split('"', 2)
+                connection, resumed = tail.split()[-2:]
+                found[request.split()[1]] = (int(connection), resumed)
+        return paths <= found.keys()
+
+    wait_for(read, 15, f"nginx to log the page's {len(paths)} requests")
+    return dict(found.values())
+
+
+def log_size(lab) -> int:
+    return (Path(lab.run_dir) / "logs" / "nginx-access.log").stat().st_size
 
 
 @pytest.fixture
@@ -186,6 +219,55 @@ def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_o
         browser.close()
         arm.stop()
         visitor.client.restore_system_resolver()
+
+
+def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab):
+    visitor = reused()
+    arm = visitor.arm("do53", "near")
+    browser = visitor.browser
+    arm.start()
+    try:
+        browser.start(arm)
+        offset = log_size(lab)
+        first = browser.load(PAGE)
+        assert first.driver_failure is None and first.exception is None, first
+        urls = fetched(first)
+        opened = served(lab, offset, urls)
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            # CONTROL: in the visit's own tab and user context, its connections closed, the page again: Firefox
+            # resumes the TLS sessions of the first load on the new connections.
+            FirefoxSession._in_chrome(driver, PRUNE)
+            wait_for(lambda: FirefoxSession._in_chrome_async(driver, SOCKETS) == [], 10, "the connections to close")
+            offset = log_size(lab)
+            driver.get(PAGE)
+            control = served(lab, offset, urls)
+            # The clearing alone, in the same tab and user context: the page again resumes nothing.
+            assert "error" not in FirefoxSession._in_chrome_async(driver, script("clear-state"))
+            offset = log_size(lab)
+            driver.get(PAGE)
+            cleared = served(lab, offset, urls)
+        browser.stop()
+
+        browser.start(arm)  # the next visit: cleared, a new user context
+        offset = log_size(lab)
+        second = browser.load(PAGE)
+        assert second.driver_failure is None and second.exception is None, second
+        after = served(lab, offset, fetched(second))
+        browser.stop()
+    finally:
+        browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    print(f"resumed/connections: first {_resumed(opened)}, control {_resumed(control)}, ", end="")
+    print(f"cleared {_resumed(cleared)}, next visit {_resumed(after)}")
+    assert "r" in control.values() and control.keys().isdisjoint(opened), (opened, control)
+    assert cleared and "r" not in cleared.values(), cleared
+    assert after and "r" not in after.values(), after
+
+
+def _resumed(connections: dict[int, str]) -> str:
+    return f"{list(connections.values()).count('r')}/{len(connections)}"
 
 
 def test_the_resolver_sees_every_query_again_in_the_next_visit(reused):
