@@ -56,6 +56,18 @@ HSTS = """const sss = Cc["@mozilla.org/ssservice;1"].getService(Ci.nsISiteSecuri
 const uri = Services.io.newURI(arguments[0]);
 if (arguments[1]) sss.processHeader(uri, "max-age=100000", {});
 return sss.isSecureURI(uri, {});"""
+# Chrome: with arguments[0], every response of google.com from now on says an alternative service, as a site's
+# would (the lab's server sends none); without, no more. Then the alt-svc mappings Firefox keeps, by key.
+ALT_SVC = """if (arguments[0]) {
+  window.__dnsstudyAltSvc = { observe(channel) {
+    channel.QueryInterface(Ci.nsIHttpChannel);
+    if (channel.URI.host == "google.com")
+      channel.setResponseHeader("Alt-Svc", 'h2="www.google.com:443"; ma=3600', false);
+  } };
+  Services.obs.addObserver(window.__dnsstudyAltSvc, "http-on-examine-response");
+} else Services.obs.removeObserver(window.__dnsstudyAltSvc, "http-on-examine-response");"""
+ALT_SVC_KEYS = """return Cc["@mozilla.org/network/protocol;1?name=http"]
+  .getService(Ci.nsIHttpProtocolHandler).altSvcCacheKeys;"""
 # Content: what the page's origin keeps between loads, if anything.
 LEAVE = """document.cookie = "dnsstudy=1; max-age=3600; path=/";
 localStorage.setItem("dnsstudy", "1");
@@ -268,6 +280,38 @@ def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab):
 
 def _resumed(connections: dict[int, str]) -> str:
     return f"{list(connections.values()).count('r')}/{len(connections)}"
+
+
+def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
+    visitor = reused()
+    arm = visitor.arm("do53", "near")
+    browser = visitor.browser
+    arm.start()
+    try:
+        browser.start(arm)
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            FirefoxSession._in_chrome(driver, ALT_SVC, True)
+            try:
+                first = browser.load(PAGE)
+            finally:
+                FirefoxSession._in_chrome(driver, ALT_SVC, False)
+            assert first.driver_failure is None and first.exception is None, first
+            # CONTROL: Firefox keeps the mapping the page's responses gave.
+            wait_for(lambda: FirefoxSession._in_chrome(driver, ALT_SVC_KEYS), 10, "an alt-svc mapping")
+            kept = FirefoxSession._in_chrome(driver, ALT_SVC_KEYS)
+            browser.stop()
+
+            browser.start(arm)  # the next visit: cleared, a new user context
+            driver = session_of(visitor)._driver
+            left = FirefoxSession._in_chrome(driver, ALT_SVC_KEYS)
+        browser.stop()
+    finally:
+        browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    print(f"alt-svc keys: after the visit {kept}, at the next {left}")
+    assert any(":google.com:443:" in k for k in kept) and left == [], (kept, left)
 
 
 def test_the_resolver_sees_every_query_again_in_the_next_visit(reused):
