@@ -32,6 +32,9 @@ PAGE = "https://google.com/"  # a multi-host page of the synthetic web
 DNS_CACHE = """const done = arguments[arguments.length - 1];
 Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard)
   .requestDNSInfo({ onDashboardDataAvailable(data) { done(data.entries.map(e => e.hostname)); } });"""
+ADDRESSES = """const [host, done] = arguments;
+Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard).requestDNSInfo({ onDashboardDataAvailable(data) {
+  done(data.entries.filter(e => e.hostname == host).flatMap(e => e.hostaddr)); } });"""
 SOCKETS = """const done = arguments[arguments.length - 1];
 Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard)
   .requestSockets({ onDashboardDataAvailable(data) {
@@ -76,6 +79,14 @@ caches.open("dnsstudy").then(c => c.put("/dnsstudy-cached", new Response("x")))
   .then(() => done(true), e => done(String(e)));"""
 # Chrome: every idle connection closes (the clearing's own call, here alone: no TLS session is forgotten).
 PRUNE = 'Services.obs.notifyObservers(null, "net:prune-all-connections");'
+# Content: hints to hosts the page does not use itself, as a page's <head> may carry (a lab web server, and a
+# name of the synthetic web): a speculative connection, and a name resolved in advance.
+HINTS = """for (const [rel, href] of [["preconnect", "https://www.lab.test"], ["dns-prefetch", "//youtube.com"]]) {
+  const link = document.createElement("link");
+  link.rel = rel;
+  link.href = href;
+  document.head.append(link);
+}"""
 FIND = """const done = arguments[arguments.length - 1];
 const found = caches => done({cookie: document.cookie, storage: localStorage.getItem("dnsstudy"), caches: caches});
 caches.keys().then(found, e => found(String(e)));"""
@@ -312,6 +323,42 @@ def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
         visitor.client.restore_system_resolver()
     print(f"alt-svc keys: after the visit {kept}, at the next {left}")
     assert any(":google.com:443:" in k for k in kept) and left == [], (kept, left)
+
+
+def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_next(reused):
+    visitor = reused()
+    arm = visitor.arm("do53", "near")
+    browser = visitor.browser
+    arm.start()
+    try:
+        browser.start(arm)
+        first = browser.load(PAGE)
+        assert first.driver_failure is None and first.exception is None, first
+        assert not {"www.lab.test", "youtube.com"} & {urlsplit(u).hostname for u in requested(first)}
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            driver.execute_script(HINTS)
+
+            def hinted() -> bool:  # CONTROL: Firefox opened the connection and resolved the name
+                names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
+                lab_web = FirefoxSession._in_chrome_async(driver, ADDRESSES, "www.lab.test")
+                opened = set(lab_web) & set(FirefoxSession._in_chrome_async(driver, SOCKETS))
+                return bool(opened) and "youtube.com" in names
+
+            wait_for(hinted, 10, "the hinted connection and name")
+            browser.stop()
+
+            browser.start(arm)  # the next visit: cleared, a new user context
+            driver = session_of(visitor)._driver
+            names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
+            sockets = FirefoxSession._in_chrome_async(driver, SOCKETS)
+        browser.stop()
+    finally:
+        browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    print(f"at the next visit: names {names}, sockets {sockets}")
+    assert names == [] and sockets == [], (names, sockets)
 
 
 def test_the_resolver_sees_every_query_again_in_the_next_visit(reused):
