@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -18,6 +19,7 @@ from harness import netns
 from harness.browser.base import SessionPolicy
 from harness.browser.firefox import Firefox
 from harness.browser.reused import dns_queries_in_flight, process_state
+from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.visit import Visitor
 from tests.helpers import wait_for
@@ -30,6 +32,9 @@ PAGE = "https://google.com/"  # a multi-host page of the synthetic web
 DNS_CACHE = """const done = arguments[arguments.length - 1];
 Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard)
   .requestDNSInfo({ onDashboardDataAvailable(data) { done(data.entries.map(e => e.hostname)); } });"""
+ADDRESSES = """const [host, done] = arguments;
+Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard).requestDNSInfo({ onDashboardDataAvailable(data) {
+  done(data.entries.filter(e => e.hostname == host).flatMap(e => e.hostaddr)); } });"""
 SOCKETS = """const done = arguments[arguments.length - 1];
 Cc["@mozilla.org/network/dashboard;1"].getService(Ci.nsIDashboard)
   .requestSockets({ onDashboardDataAvailable(data) {
@@ -54,12 +59,34 @@ HSTS = """const sss = Cc["@mozilla.org/ssservice;1"].getService(Ci.nsISiteSecuri
 const uri = Services.io.newURI(arguments[0]);
 if (arguments[1]) sss.processHeader(uri, "max-age=100000", {});
 return sss.isSecureURI(uri, {});"""
+# Chrome: with arguments[0], every response of google.com from now on says an alternative service, as a site's
+# would (the lab's server sends none); without, no more. Then the alt-svc mappings Firefox keeps, by key.
+ALT_SVC = """if (arguments[0]) {
+  window.__dnsstudyAltSvc = { observe(channel) {
+    channel.QueryInterface(Ci.nsIHttpChannel);
+    if (channel.URI.host == "google.com")
+      channel.setResponseHeader("Alt-Svc", 'h2="www.google.com:443"; ma=3600', false);
+  } };
+  Services.obs.addObserver(window.__dnsstudyAltSvc, "http-on-examine-response");
+} else Services.obs.removeObserver(window.__dnsstudyAltSvc, "http-on-examine-response");"""
+ALT_SVC_KEYS = """return Cc["@mozilla.org/network/protocol;1?name=http"]
+  .getService(Ci.nsIHttpProtocolHandler).altSvcCacheKeys;"""
 # Content: what the page's origin keeps between loads, if anything.
 LEAVE = """document.cookie = "dnsstudy=1; max-age=3600; path=/";
 localStorage.setItem("dnsstudy", "1");
 const done = arguments[arguments.length - 1];
 caches.open("dnsstudy").then(c => c.put("/dnsstudy-cached", new Response("x")))
   .then(() => done(true), e => done(String(e)));"""
+# Chrome: every idle connection closes (the clearing's own call, here alone: no TLS session is forgotten).
+PRUNE = 'Services.obs.notifyObservers(null, "net:prune-all-connections");'
+# Content: hints to hosts the page does not use itself, as a page's <head> may carry (a lab web server, and a
+# name of the synthetic web): a speculative connection, and a name resolved in advance.
+HINTS = """for (const [rel, href] of [["preconnect", "https://www.lab.test"], ["dns-prefetch", "//youtube.com"]]) {
+  const link = document.createElement("link");
+  link.rel = rel;
+  link.href = href;
+  document.head.append(link);
+}"""
 FIND = """const done = arguments[arguments.length - 1];
 const found = caches => done({cookie: document.cookie, storage: localStorage.getItem("dnsstudy"), caches: caches});
 caches.keys().then(found, e => found(String(e)));"""
@@ -69,6 +96,35 @@ RESOLVE_LATER = """Services.dns.asyncResolve(arguments[0], Ci.nsIDNSService.RESO
   Ci.nsIDNSService.RESOLVE_BYPASS_CACHE, null, { onLookupComplete() {} }, Services.tm.mainThread, {});"""
 # The server side drops DNS over UDP for a moment: a query sent then is answered only by glibc's retry, 5 s later.
 DROP_DNS = "table inet dnsstudy_test { chain input { type filter hook input priority -10; udp dport 53 drop; }; }"
+
+
+def served(lab, offset: int, urls: set[str]) -> dict[int, str]:
+    """The connections of the requests nginx logged from byte `offset` of its access log on, each by its number
+    with "r" if its TLS session was resumed ("." if not), once every URL of `urls` is among them (nginx writes
+    its log a second late, and each worker its own lines). By path: the log names a connection's server name,
+    which Firefox uses for every host whose address and certificate the connection has too. The favicon aside:
+    the same tab loading a page again takes it from Firefox's favicon cache."""
+    log = Path(lab.run_dir) / "logs" / "nginx-access.log"
+    paths = {urlsplit(u)._replace(scheme="", netloc="").geturl() for u in urls} - {"/favicon.ico"}
+    found: dict[str, tuple[int, str]] = {}
+
+    def read() -> bool:
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode()
+        for line in text.splitlines(keepends=True):
+            if line.endswith("\n"):  # written whole
+                head, request, tail = line.split('"', 2)
+                connection, resumed = tail.split()[-2:]
+                found[request.split()[1]] = (int(connection), resumed)
+        return paths <= found.keys()
+
+    wait_for(read, 15, f"nginx to log the page's {len(paths)} requests")
+    return dict(found.values())
+
+
+def log_size(lab) -> int:
+    return (Path(lab.run_dir) / "logs" / "nginx-access.log").stat().st_size
 
 
 @pytest.fixture
@@ -192,6 +248,123 @@ def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_o
         browser.close()
         arm.stop()
         visitor.client.restore_system_resolver()
+
+
+def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab):
+    visitor = reused()
+    arm = visitor.arm("do53", "near")
+    browser = visitor.browser
+    arm.start()
+    try:
+        browser.start(arm)
+        offset = log_size(lab)
+        first = browser.load(PAGE)
+        assert first.driver_failure is None and first.exception is None, first
+        urls = fetched(first)
+        opened = served(lab, offset, urls)
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            # CONTROL: in the visit's own tab and user context, its connections closed, the page again: Firefox
+            # resumes the TLS sessions of the first load on the new connections.
+            FirefoxSession._in_chrome(driver, PRUNE)
+            wait_for(lambda: FirefoxSession._in_chrome_async(driver, SOCKETS) == [], 10, "the connections to close")
+            offset = log_size(lab)
+            driver.get(PAGE)
+            control = served(lab, offset, urls)
+            # The clearing alone, in the same tab and user context: the page again resumes nothing.
+            assert "error" not in FirefoxSession._in_chrome_async(driver, script("clear-state"))
+            offset = log_size(lab)
+            driver.get(PAGE)
+            cleared = served(lab, offset, urls)
+        browser.stop()
+
+        browser.start(arm)  # the next visit: cleared, a new user context
+        offset = log_size(lab)
+        second = browser.load(PAGE)
+        assert second.driver_failure is None and second.exception is None, second
+        after = served(lab, offset, fetched(second))
+        browser.stop()
+    finally:
+        browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    print(f"resumed/connections: first {_resumed(opened)}, control {_resumed(control)}, ", end="")
+    print(f"cleared {_resumed(cleared)}, next visit {_resumed(after)}")
+    assert "r" in control.values() and control.keys().isdisjoint(opened), (opened, control)
+    assert cleared and "r" not in cleared.values(), cleared
+    assert after and "r" not in after.values(), after
+
+
+def _resumed(connections: dict[int, str]) -> str:
+    return f"{list(connections.values()).count('r')}/{len(connections)}"
+
+
+def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
+    visitor = reused()
+    arm = visitor.arm("do53", "near")
+    browser = visitor.browser
+    arm.start()
+    try:
+        browser.start(arm)
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            FirefoxSession._in_chrome(driver, ALT_SVC, True)
+            try:
+                first = browser.load(PAGE)
+            finally:
+                FirefoxSession._in_chrome(driver, ALT_SVC, False)
+            assert first.driver_failure is None and first.exception is None, first
+            # CONTROL: Firefox keeps the mapping the page's responses gave.
+            wait_for(lambda: FirefoxSession._in_chrome(driver, ALT_SVC_KEYS), 10, "an alt-svc mapping")
+            kept = FirefoxSession._in_chrome(driver, ALT_SVC_KEYS)
+            browser.stop()
+
+            browser.start(arm)  # the next visit: cleared, a new user context
+            driver = session_of(visitor)._driver
+            left = FirefoxSession._in_chrome(driver, ALT_SVC_KEYS)
+        browser.stop()
+    finally:
+        browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    print(f"alt-svc keys: after the visit {kept}, at the next {left}")
+    assert any(":google.com:443:" in k for k in kept) and left == [], (kept, left)
+
+
+def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_next(reused):
+    visitor = reused()
+    arm = visitor.arm("do53", "near")
+    browser = visitor.browser
+    arm.start()
+    try:
+        browser.start(arm)
+        first = browser.load(PAGE)
+        assert first.driver_failure is None and first.exception is None, first
+        assert not {"www.lab.test", "youtube.com"} & {urlsplit(u).hostname for u in requested(first)}
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            driver.execute_script(HINTS)
+
+            def hinted() -> bool:  # CONTROL: Firefox opened the connection and resolved the name
+                names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
+                lab_web = FirefoxSession._in_chrome_async(driver, ADDRESSES, "www.lab.test")
+                opened = set(lab_web) & set(FirefoxSession._in_chrome_async(driver, SOCKETS))
+                return bool(opened) and "youtube.com" in names
+
+            wait_for(hinted, 10, "the hinted connection and name")
+            browser.stop()
+
+            browser.start(arm)  # the next visit: cleared, a new user context
+            driver = session_of(visitor)._driver
+            names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
+            sockets = FirefoxSession._in_chrome_async(driver, SOCKETS)
+        browser.stop()
+    finally:
+        browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    print(f"at the next visit: names {names}, sockets {sockets}")
+    assert names == [] and sockets == [], (names, sockets)
 
 
 def test_the_resolver_sees_every_query_again_in_the_next_visit(reused):

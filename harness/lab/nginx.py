@@ -47,8 +47,9 @@ def _head(run: Path) -> list[str]:
         "http {",
         "  include /etc/nginx/mime.types;",
         "  default_type application/octet-stream;",
+        # The last two: the connection's serial number, and "r" if its TLS session was resumed ("." if not).
         '  log_format lab \'$time_iso8601 $remote_addr $ssl_server_name $server_protocol "$request" '
-        "$status $body_bytes_sent $request_time';",
+        "$status $body_bytes_sent $request_time $connection $ssl_session_reused';",
         f"  access_log {run}/logs/nginx-access.log lab buffer=64k flush=1s;",
         f"  client_body_temp_path {tmp}/body;",
         f"  proxy_temp_path {tmp}/proxy;",
