@@ -9,10 +9,12 @@ with reused-warm, the measured onLoad drop against the expected one (the
 handshake round trips of the arm's transport times the link's added RTT);
 the median harness overhead per visit (wall minus onLoad) and visits per
 hour per mode; and the reused browser's memory (PSS) over the visits of
-one browser (`--memory-visits`), for the restart policy's default.
+one session under the restart policy (`--memory-visits`); and, with `--carryover`, whether what makes a
+reused browser faster is state of the site that outlived the clearing or the browser's first page.
 
     .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
+    .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 20   # site state or first page?
 """
 
 from __future__ import annotations
@@ -146,6 +148,40 @@ def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
         visitor.close()
 
 
+def carryover(lab, results: Path, visits: int, url: str, other: str) -> None:
+    """What makes a reused browser's page faster than a fresh one's: the site's own state carried over, or the
+    browser's first page? Do53 on the current link, interleaved: ``url`` in a fresh browser; as the second page
+    of a browser whose first was ``other`` (primed by another site); and as the second after itself (primed by
+    the same site). State of the site carried past the clearing would make the last faster than the second."""
+    from harness.browser.base import SessionPolicy
+    from harness.visit import Visitor
+
+    onloads: dict[str, list[float]] = {"fresh": [], "primed by another site": [], "primed by the same site": []}
+    firsts = {"fresh": None, "primed by another site": other, "primed by the same site": url}
+    rng = np.random.default_rng(2)
+    for _ in range(visits):
+        for condition in random.sample(list(onloads), len(onloads)):
+            first = firsts[condition]
+            visitor = Visitor(lab, results, session=SessionPolicy("reused" if first else "fresh"))
+            try:
+                if first:
+                    visitor.visit_once(first, "do53", "near")
+                result = visitor.visit_once(url, "do53", "near")
+            finally:
+                visitor.close()
+            if result.error_class == "Successful" and result.on_load_ms is not None:
+                onloads[condition].append(result.on_load_ms)
+    print(f"\n{url} onLoad (ms), Do53: medians, ratio to 'primed by another site' [95 % CI], Mann-Whitney p")
+    base = onloads["primed by another site"]
+    for condition, values in onloads.items():
+        low, high = ratio_interval(values, base, rng)
+        p = mannwhitneyu(values, base).pvalue
+        print(
+            f"  {condition:24} n={len(values):3}  median {statistics.median(values):6.0f}  "
+            f"ratio {statistics.median(values) / statistics.median(base):.2f} [{low:.2f}, {high:.2f}]  p={p:.3g}"
+        )
+
+
 def _rss_mib() -> float:
     """This process's resident set, MiB (the harness side of a crawl)."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -165,6 +201,10 @@ def main() -> None:
         "--memory-visits", type=int, default=0, help="visits of one reused session, restart policy on (0: none)"
     )
     parser.add_argument("--url", default="https://google.com/")
+    parser.add_argument(
+        "--carryover", type=int, default=0, help="visits per condition of the carry-over check (0: none)"
+    )
+    parser.add_argument("--other-url", default="https://facebook.com/", help="the carry-over check's other site")
     add_lab_arguments(parser)
     args = parser.parse_args()
 
@@ -195,6 +235,8 @@ def main() -> None:
             shaper.clear()
             if rows:
                 report(rows, networks, protocols, link_rtt)
+            if args.carryover:
+                carryover(lab, Path(tmp), args.carryover, args.url, args.other_url)
             if args.memory_visits:
                 memory(lab, Path(tmp), args.memory_visits, args.url)
     finally:
