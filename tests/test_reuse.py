@@ -21,6 +21,7 @@ from harness.browser.firefox import Firefox
 from harness.browser.reused import dns_queries_in_flight, process_state
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
+from harness.lab import faults
 from harness.visit import Visitor
 from tests.helpers import wait_for
 
@@ -458,3 +459,56 @@ def test_a_dns_query_still_in_flight_ends_before_the_next_visit_counts(reused, l
     assert dns_queries_in_flight(firefox, uid) == 0
     assert second.error_class == "Successful" and second.proof["valid"], (second.detail, second.proof)
     assert second.proof["off_arm"] == 0, second.proof
+
+
+def test_a_sabotaged_stub_inside_a_reused_browser_fails_as_in_a_fresh_one(reused, lab):
+    """A blocked DoT path is DoT's counted failure and a dead stub ours, as with fresh browsers
+    (test_failure_attribution.py); the same browser then serves a good visit."""
+    visitor = reused()
+    assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+    parent = parent_pid(visitor)
+    faults.apply(lab, faults.parse_fault("drop:dot", "near"))
+    try:
+        blocked = visitor.visit_once(PAGE, "dot", "near")
+    finally:
+        faults.clear(lab)
+    assert (blocked.error_class, blocked.detail, blocked.counted) == ("DNS Error", "dot:connect-timeout", True)
+    arm = visitor.arm("dot", "near")
+    arm.start()
+    try:
+        assert arm.stub is not None
+        os.kill(arm.stub.pid, signal.SIGKILL)
+        dead = visitor.visit(PAGE, arm)
+    finally:
+        arm.stop()
+        visitor.client.restore_system_resolver()
+    assert dead.error_class == "Infrastructure Failure" and not dead.counted and dead.detail.startswith("arm: ")
+    after = visitor.visit_once(PAGE, "dot", "near")
+    assert after.error_class == "Successful" and after.proof["valid"], after.detail
+    assert parent_pid(visitor) == parent and after.browser_restart is None
+
+
+def test_a_hung_page_inside_a_reused_browser_is_the_page_s_timeout_and_leaves_nothing(lab, tmp_path):
+    """The lab's tarpit accepts and never answers: the page's timeout, counted; the browser lives on, and the
+    next visit finds no connection to the tarpit and loads its page."""
+    visitor = Visitor(lab, tmp_path, timeout=5.0, margin=10.0, session=SessionPolicy("reused"))
+    try:
+        assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+        parent = parent_pid(visitor)
+        hung = visitor.visit_once("https://hang.lab.test/", "do53", "near")
+        assert (hung.error_class, hung.counted) == ("Page-load Timeout", True), (hung.error_class, hung.detail)
+        arm = visitor.arm("do53", "near")
+        arm.start()
+        try:
+            visitor.browser.start(arm)  # the next visit, cleared
+            with netns.entered(visitor.client.namespace):
+                assert FirefoxSession._in_chrome_async(session_of(visitor)._driver, SOCKETS) == []
+            visitor.browser.stop()
+        finally:
+            arm.stop()
+            visitor.client.restore_system_resolver()
+        after = visitor.visit_once(PAGE, "do53", "near")
+        assert after.error_class == "Successful" and parent_pid(visitor) == parent, after.detail
+        assert after.session_ordinal == 4 and after.browser_restart is None
+    finally:
+        visitor.close()
