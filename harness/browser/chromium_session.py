@@ -57,7 +57,10 @@ class ChromiumSession(FirefoxSession):
         self.read_settings = read_settings  # name -> kind of the study's settings, read back from the net log
 
     def _prepare(self, work: Path) -> Path:
-        """HOME with the NSS database, and a user-data directory holding Local State and the preferences."""
+        """HOME with the NSS database, and a user-data directory holding Local State and the preferences.
+
+        Empty otherwise, not copied from a warmed template as Firefox's profile is: measured, a warmed one
+        stripped of web state starts no faster (benchmarks/chromium_start.py, docs/visit.md)."""
         shutil.copytree(self.template, work / "home" / ".pki" / "nssdb")
         user_data = work / "user-data"
         (user_data / "Default").mkdir(parents=True)
