@@ -148,37 +148,37 @@ def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
         visitor.close()
 
 
-def carryover(lab, results: Path, visits: int, url: str, other: str) -> None:
-    """What makes a reused browser's page faster than a fresh one's: the site's own state carried over, or the
-    browser's first page? Do53 on the current link, interleaved: ``url`` in a fresh browser; as the second page
-    of a browser whose first was ``other`` (primed by another site); and as the second after itself (primed by
-    the same site). State of the site carried past the clearing would make the last faster than the second."""
+def carryover(lab, results: Path, visits: int, urls: tuple[str, str]) -> None:
+    """Is a reused browser's page faster for state of the site that outlived the clearing, or for what the page
+    before left in the browser itself? Each page as the second visit of a new reused browser, after itself or
+    after the other page, interleaved (Do53, the current link): carried state makes "after itself" faster for
+    both pages; the weight of the page before makes both faster after the lighter page."""
     from harness.browser.base import SessionPolicy
     from harness.visit import Visitor
 
-    onloads: dict[str, list[float]] = {"fresh": [], "primed by another site": [], "primed by the same site": []}
-    firsts = {"fresh": None, "primed by another site": other, "primed by the same site": url}
-    rng = np.random.default_rng(2)
+    pairs = [(first, second) for second in urls for first in urls]
+    onloads: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
     for _ in range(visits):
-        for condition in random.sample(list(onloads), len(onloads)):
-            first = firsts[condition]
-            visitor = Visitor(lab, results, session=SessionPolicy("reused" if first else "fresh"))
+        for first, second in random.sample(pairs, len(pairs)):
+            visitor = Visitor(lab, results, session=SessionPolicy("reused"))
             try:
-                if first:
-                    visitor.visit_once(first, "do53", "near")
-                result = visitor.visit_once(url, "do53", "near")
+                visitor.visit_once(first, "do53", "near")
+                result = visitor.visit_once(second, "do53", "near")
             finally:
                 visitor.close()
             if result.error_class == "Successful" and result.on_load_ms is not None:
-                onloads[condition].append(result.on_load_ms)
-    print(f"\n{url} onLoad (ms), Do53: medians, ratio to 'primed by another site' [95 % CI], Mann-Whitney p")
-    base = onloads["primed by another site"]
-    for condition, values in onloads.items():
-        low, high = ratio_interval(values, base, rng)
-        p = mannwhitneyu(values, base).pvalue
+                onloads[(first, second)].append(result.on_load_ms)
+    rng = np.random.default_rng(2)
+    print("\ncarry-over: a page as a reused browser's second visit, onLoad medians (ms), Do53")
+    for second in urls:
+        other = next(u for u in urls if u != second)
+        same, after_other = onloads[(second, second)], onloads[(other, second)]
+        low, high = ratio_interval(same, after_other, rng)
+        m_same, m_other = statistics.median(same), statistics.median(after_other)
+        p = mannwhitneyu(same, after_other).pvalue
         print(
-            f"  {condition:24} n={len(values):3}  median {statistics.median(values):6.0f}  "
-            f"ratio {statistics.median(values) / statistics.median(base):.2f} [{low:.2f}, {high:.2f}]  p={p:.3g}"
+            f"  {second:24} after itself {m_same:6.0f} (n={len(same)})  after {other} {m_other:6.0f} "
+            f"(n={len(after_other)})  ratio {m_same / m_other:.2f} [{low:.2f}, {high:.2f}]  p={p:.3g}"
         )
 
 
@@ -236,7 +236,7 @@ def main() -> None:
             if rows:
                 report(rows, networks, protocols, link_rtt)
             if args.carryover:
-                carryover(lab, Path(tmp), args.carryover, args.url, args.other_url)
+                carryover(lab, Path(tmp), args.carryover, (args.url, args.other_url))
             if args.memory_visits:
                 memory(lab, Path(tmp), args.memory_visits, args.url)
     finally:
