@@ -148,11 +148,12 @@ def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
         visitor.close()
 
 
-def carryover(lab, results: Path, visits: int, urls: tuple[str, str]) -> None:
+def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int = 0) -> None:
     """Is a reused browser's page faster for state of the site that outlived the clearing, or for what the page
-    before left in the browser itself? Each page as the second visit of a new reused browser, after itself or
-    after the other page, interleaved (Do53, the current link): carried state makes "after itself" faster for
-    both pages; the weight of the page before makes both faster after the lighter page."""
+    before left in the browser itself? Each page as the last visit of a new reused browser, after itself or
+    after the other page, interleaved (Do53, the current link), with ``gap`` visits of the other page between
+    (the same last pages either way): carried state makes "after itself" faster for both pages; the weight of
+    the page before makes both faster after the lighter page."""
     from harness.browser.base import SessionPolicy
     from harness.visit import Visitor
 
@@ -162,17 +163,22 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str]) -> None:
         for first, second in random.sample(pairs, len(pairs)):
             visitor = Visitor(lab, results, session=SessionPolicy("reused"))
             try:
-                visitor.visit_once(first, "do53", "near")
+                other = next(u for u in urls if u != second)
+                for before in [first] + [other] * gap:
+                    visitor.visit_once(before, "do53", "near")
                 result = visitor.visit_once(second, "do53", "near")
             finally:
                 visitor.close()
             if result.error_class == "Successful" and result.on_load_ms is not None:
                 onloads[(first, second)].append(result.on_load_ms)
     rng = np.random.default_rng(2)
-    print("\ncarry-over: a page as a reused browser's second visit, onLoad medians (ms), Do53")
+    print(f"\ncarry-over, {gap} visits of the other page between: a reused browser's last visit, onLoad (ms), Do53")
     for second in urls:
         other = next(u for u in urls if u != second)
         same, after_other = onloads[(second, second)], onloads[(other, second)]
+        if len(same) < 3 or len(after_other) < 3:
+            print(f"  {second}: too few successful visits ({len(same)}, {len(after_other)})")
+            continue
         low, high = ratio_interval(same, after_other, rng)
         m_same, m_other = statistics.median(same), statistics.median(after_other)
         p = mannwhitneyu(same, after_other).pvalue
@@ -205,6 +211,7 @@ def main() -> None:
         "--carryover", type=int, default=0, help="visits per condition of the carry-over check (0: none)"
     )
     parser.add_argument("--other-url", default="https://facebook.com/", help="the carry-over check's other site")
+    parser.add_argument("--carryover-gap", type=int, default=0, help="visits of the other site in between")
     add_lab_arguments(parser)
     args = parser.parse_args()
 
@@ -236,7 +243,7 @@ def main() -> None:
             if rows:
                 report(rows, networks, protocols, link_rtt)
             if args.carryover:
-                carryover(lab, Path(tmp), args.carryover, (args.url, args.other_url))
+                carryover(lab, Path(tmp), args.carryover, (args.url, args.other_url), args.carryover_gap)
             if args.memory_visits:
                 memory(lab, Path(tmp), args.memory_visits, args.url)
     finally:

@@ -169,11 +169,16 @@ def _sources(browser: Chromium, dns_state: dict, directory: Path) -> dict[str, P
     return {"empty": None, "stripped": stripped, "warmed": warmed}
 
 
+#: Bootstrap resamples of each paired change: its 2.5th and 97.5th percentiles are the 95 % interval.
+RESAMPLES = 2000
+
+
 def _paired_change(rows: dict[str, list[dict]], variant: str, key: str) -> tuple[float, float, float]:
     """Median of variant/empty - 1 over rounds, and a bootstrap 95 % interval of that median."""
     ratios = [b[key] / a[key] - 1 for a, b in zip(rows["empty"], rows[variant], strict=True)]
-    boot = sorted(statistics.median(random.choices(ratios, k=len(ratios))) for _ in range(2000))
-    return statistics.median(ratios), boot[50], boot[1949]
+    rng = random.Random(1)
+    boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(RESAMPLES))
+    return statistics.median(ratios), boot[int(0.025 * RESAMPLES)], boot[int(0.975 * RESAMPLES) - 1]
 
 
 def _print(rows: dict[str, list[dict]]) -> None:
@@ -205,7 +210,8 @@ def main() -> None:
             sources = _sources(browser, dns_state, Path(tmp))
             rows: dict[str, list[dict]] = {name: [] for name in VARIANTS}
             for i in range(args.sessions):
-                for name in VARIANTS:  # a round only counts whole: the comparison is paired by round
+                # A round only counts whole (the comparison is paired by round), in an order of its own.
+                for name in random.sample(list(VARIANTS), len(VARIANTS)):
                     session = _session(browser, dns_state, sources[name])
                     report = session.run("about:blank")
                     if report.driver_failure:

@@ -41,7 +41,8 @@ DEFAULT_INTERVAL_S = 60.0
 #: The rate is taken over the visits of this window (ending at the newest visit): long enough to include a
 #: block's link check and timer run, short enough to follow a slower network.
 RATE_WINDOW_S = 15 * 60.0
-#: A crawl with no visit for this long says so: a visit lasts at most its timeout and a margin.
+#: A crawl with no visit for this long says so: a visit lasts at most its timeout and a margin (a reused
+#: browser's, up to 11 s more, waiting for DNS queries of the visit before: harness/browser/reused.py).
 QUIET_S = 120.0
 #: Done visits read for the rate: more than the window holds at any rate a crawl reaches.
 RECENT_VISITS = 500

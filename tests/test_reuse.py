@@ -6,10 +6,12 @@ page or Firefox's own services), a control shows the test can see it, and the ne
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -117,7 +119,8 @@ def served(lab, offset: int, urls: set[str]) -> dict[int, str]:
             if line.endswith("\n"):  # written whole
                 head, request, tail = line.split('"', 2)
                 connection, resumed = tail.split()[-2:]
-                found[request.split()[1]] = (int(connection), resumed)
+                if request.split()[1] in paths:  # a late line of the load before (its favicon) is not this load's
+                    found[request.split()[1]] = (int(connection), resumed)
         return paths <= found.keys()
 
     wait_for(read, 15, f"nginx to log the page's {len(paths)} requests")
@@ -454,8 +457,11 @@ def test_a_dns_query_still_in_flight_ends_before_the_next_visit_counts(reused, l
         wait_for(lambda: dns_queries_in_flight(firefox, uid) > 0, timeout=5, what="the query in flight")
     finally:
         netns.nft(lab.namespaces["server"], ["delete", "table", "inet", "dnsstudy_test"])
+    seen = time.time()
     second = visitor.visit_once(PAGE, "dot", "near")
-    assert second.phases["dns_settle"] > 1.0, second.phases  # it waited for the retry, about 5 s after the try
+    # glibc retries about 5 s after its try: a visit begun well before then must have waited for the query.
+    if dt.datetime.fromisoformat(second.started_at).timestamp() - seen < 3.5:
+        assert second.phases["dns_settle"] > 0.5, second.phases
     assert dns_queries_in_flight(firefox, uid) == 0
     assert second.error_class == "Successful" and second.proof["valid"], (second.detail, second.proof)
     assert second.proof["off_arm"] == 0, second.proof
