@@ -283,6 +283,17 @@ def test_replay_server_answers_and_logs(replay_server, http2):
     assert [(e["kind"], e["target"]) for e in events] == [("fuzzy", "/a.png?v=1&k=9"), ("miss", "/nothing")]
 
 
+def test_replay_server_spreads_connections_over_its_workers(replay_server):
+    """Each worker listens on its own socket (SO_REUSEPORT): new connections go to both, as to nginx's."""
+    port, tmp_path, server = replay_server
+    context = ssl.create_default_context(cafile=tmp_path / "ca.pem")
+    for i in range(20):  # all 20 on one worker: a chance of 2 in a million
+        with httpx.Client(verify=context) as client:
+            assert client.get(f"https://127.0.0.1:{port}/none-{i}", headers={"host": "img.cdn.test"}).status_code == 404
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert len(events) == 20 and {e["worker"] for e in events} == set(workers_of(server.pid))
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_replay_server_workers_end_with_it(replay_server, stop):
     """A lab stops the server by its pid: its workers must go with it, even when it is killed outright."""
@@ -290,7 +301,7 @@ def test_replay_server_workers_end_with_it(replay_server, stop):
     workers = workers_of(server.pid)
     assert len(workers) == 2
     os.kill(server.pid, stop)
-    server.wait(10)
+    assert server.wait(10) == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
     wait_for(lambda: not any(alive(w) for w in workers), timeout=10, what="the workers' end")
 
 

@@ -21,9 +21,9 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Callable
+import traceback
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, NoReturn
 
 import h2.config
 import h2.connection
@@ -36,6 +36,8 @@ from harness.replay.archive import Archive, Exchange
 from harness.replay.matching import ExchangeIndex, Match, body_for, response_headers
 
 NOT_FOUND = b"not in the replay archive\n"
+#: How often a worker checks that the server it belongs to is still there.
+PARENT_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Replayer:
 
     def _log(self, kind: str, host: str, method: str, target: str, match: Match) -> None:
         line = {"time": time.time(), "kind": kind, "host": host, "method": method, "target": target}
+        line["worker"] = os.getpid()
         if match.fuzzy:
             line["recorded_query"] = match.recorded_query
         self.events.write(json.dumps(line) + "\n")
@@ -242,54 +245,65 @@ def _drop_privileges(user: str) -> None:
     os.setuid(entry.pw_uid)
 
 
+#: A listening socket and the TLS context of its address.
+Listener = tuple[socket.socket, ssl.SSLContext]
+
+
 def _listen(spec: dict) -> socket.socket:
-    """A listening socket on the spec's address (bound as root: port 443), shared by every worker."""
+    """A listening socket on the spec's address (bound as root: port 443). Each worker binds its own with
+    SO_REUSEPORT, so the kernel spreads new connections over the workers, as nginx's reuseport does."""
     sock = socket.socket(socket.AF_INET6 if ":" in spec["address"] else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((spec["address"], spec.get("port", 443)))
     sock.listen(1024)
     sock.setblocking(False)
     return sock
 
 
-async def serve(replayer: Replayer, listen: list[tuple[socket.socket, ssl.SSLContext]], parent: int) -> None:
+async def serve(replayer: Replayer, listen: list[Listener], parent: int) -> None:
     """Answer on every listening socket until killed, or until the supervising ``parent`` is gone."""
     handle = _handler(replayer)
     servers = [await asyncio.start_server(handle, sock=sock, ssl=context) for sock, context in listen]
     while os.getppid() == parent:  # a worker whose parent was killed (SIGKILL) must not keep the addresses
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(PARENT_POLL_S)
     for server in servers:
         server.close()
 
 
-def _worker(replayer: Replayer, listen: list[tuple[socket.socket, ssl.SSLContext]]) -> int:
-    """Fork one worker; the child serves and never returns. SIGTERM is blocked across the fork, so the child
-    never runs the parent's handler: it dies of the signal by default."""
+def _start_worker(replayer: Replayer, listen: list[Listener], workers: list[int]) -> None:
+    """Fork one worker and add it to ``workers``; the child serves and never returns. SIGTERM stays blocked
+    until the child is on the list (a SIGTERM then ends it too) and, in the child, until it has dropped the
+    parent's handler: it dies of the signal by default."""
     parent = os.getpid()
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        status = 1
         try:
             asyncio.run(serve(replayer, listen, parent))
+            status = 0
+        except BaseException:
+            traceback.print_exc()  # into the server's log: why the replay server stopped
         finally:
-            os._exit(0)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    workers.append(pid)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    return pid
 
 
-def _end_with(workers: list[int]) -> Callable[[int, object], None]:
-    """SIGTERM to the server ends its workers and then itself (a lab stops the server by its pid)."""
-
-    def end(signum: int, _frame: object) -> None:
-        for pid in workers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        raise SystemExit(0 if signum == signal.SIGTERM else 1)
-
-    signal.signal(signal.SIGTERM, end)
-    return end
+def _stop(workers: list[int], status: int) -> NoReturn:
+    """End the workers, wait for them (none keeps an address after the server is gone), exit with ``status``."""
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in workers:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    raise SystemExit(status)
 
 
 def main(argv: list[str]) -> None:
@@ -302,17 +316,19 @@ def main(argv: list[str]) -> None:
         config = json.load(f)
     events = open(config["events"], "a")  # noqa: SIM115  # every worker appends to it until killed
     replayer = Replayer(Archive(config["archive"]), bool(config["wait"]), events)
-    listen = [(_listen(spec), _context(spec["cert"], spec["key"], spec["alpn"])) for spec in config["listen"]]
+    count = max(1, int(config.get("workers", 1)))
+    contexts = [_context(spec["cert"], spec["key"], spec["alpn"]) for spec in config["listen"]]
+    listeners = [[(_listen(spec), c) for spec, c in zip(config["listen"], contexts, strict=True)] for _ in range(count)]
     if config.get("user"):
         _drop_privileges(config["user"])
     workers: list[int] = []
-    end = _end_with(workers)
-    for _ in range(max(1, int(config.get("workers", 1)))):
-        workers.append(_worker(replayer, listen))
-    print(f"replay server: {len(replayer.index.by_key)} URLs on {len(listen)} addresses, {len(workers)} workers")
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: _stop(workers, 0))  # a lab stops the server by its pid
+    for listen in listeners:
+        _start_worker(replayer, listen, workers)
+    print(f"replay server: {len(replayer.index.by_key)} URLs on {len(contexts)} addresses, {len(workers)} workers")
     sys.stdout.flush()
     os.wait()
-    end(0, None)  # a worker ended on its own: a broken server, stopped whole (exit 1)
+    _stop(workers, 1)  # a worker ended on its own: a broken server, stopped whole
 
 
 if __name__ == "__main__":
