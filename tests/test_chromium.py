@@ -16,6 +16,7 @@ from harness.lab import faults
 from harness.lab.lab import OUTSIDE_NAME
 from harness.lab.zones import LAB_ZONE
 from harness.visit import Visitor
+from tests.helpers import explain, visit_retrying_harness_failures
 
 pytestmark = pytest.mark.lab
 
@@ -59,8 +60,8 @@ def _cmd(pid: int) -> bytes:
 
 @pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
 def test_each_arm_loads_a_page_in_chromium_and_proves_its_transport(chromium, protocol):
-    result = chromium.visit_once(PAGE, protocol, "near")
-    assert result.error_class == "Successful", result.to_dict()
+    result = visit_retrying_harness_failures(chromium, PAGE, protocol)
+    assert result.error_class == "Successful", explain(result)
     assert result.proof["valid"], result.proof
     assert result.on_load_ms and result.fcp_ms and result.bidi_on_load_ms
     # Chromium's BiDi navigationStarted comes before the page's own navigation start: BiDi's onLoad is later
@@ -100,7 +101,7 @@ def test_each_lab_fault_site_gets_its_class_in_both_taxonomies(chromium, url, pr
 def test_a_server_that_never_answers_is_a_page_load_timeout(lab, tmp_path):
     quick = Visitor(lab, tmp_path, timeout=4.0, margin=10.0, browser="chromium")
     result = quick.visit_once(f"https://hang.{LAB_ZONE}/", "do53", "near")
-    assert result.error_class == "Page-load Timeout", result.to_dict()
+    assert result.error_class == "Page-load Timeout", explain(result)
 
 
 SABOTAGE = [
