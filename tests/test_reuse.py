@@ -6,19 +6,22 @@ page or Firefox's own services), a control shows the test can see it, and the ne
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from harness import netns
-from harness.browser.base import SessionPolicy
+from harness.arms.base import DnsArm
+from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.firefox import Firefox
 from harness.browser.reused import dns_queries_in_flight, process_state
 from harness.browser.scripts import script
@@ -185,6 +188,26 @@ def fetched(load) -> set[str]:
     }
 
 
+@contextlib.contextmanager
+def do53_arm_and_browser(visitor: Visitor) -> Iterator[tuple[DnsArm, Browser]]:
+    """The near resolver's Do53 arm, started, and the visitor's reused browser; both closed after the block."""
+    arm = visitor.arm("do53", "near")
+    arm.start()
+    try:
+        yield arm, visitor.browser
+    finally:
+        visitor.browser.close()
+        arm.stop()
+        visitor.client.restore_system_resolver()
+
+
+def loaded(browser: Browser, url: str = PAGE) -> PageLoad:
+    """The browser's load of ``url``, which must have reached the page."""
+    load = browser.load(url)
+    assert load.driver_failure is None and load.exception is None, load
+    return load
+
+
 def session_of(visitor: Visitor):
     browser = visitor.browser
     assert isinstance(browser, Firefox) and browser._reused is not None
@@ -212,13 +235,9 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
 
 def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_or_connection(reused):
     visitor = reused()
-    arm = visitor.arm("do53", "near")
-    browser = visitor.browser
-    arm.start()
-    try:
+    with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
-        first = browser.load(PAGE)
-        assert first.driver_failure is None and first.exception is None, first
+        first = loaded(browser)
         driver = session_of(visitor)._driver
         assert driver.execute_async_script(LEAVE) is True
         assert driver.execute_async_script(FIND) == {
@@ -241,29 +260,20 @@ def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_o
             assert FirefoxSession._in_chrome_async(driver, SOCKETS) == []
             assert FirefoxSession._in_chrome_async(driver, HTTP_CACHE, False) is False
             assert FirefoxSession._in_chrome(driver, HSTS, PAGE, False) is False
-        second = browser.load(PAGE)
-        assert second.driver_failure is None and second.exception is None, second
+        second = loaded(browser)
         assert driver.execute_async_script(FIND) == {"cookie": "", "storage": None, "caches": []}
         # Every resource came from the server: Firefox also reports an image a document uses twice as a cache
         # hit (a fresh browser's first visit too), but only after that visit fetched it over the network.
         assert fetched(second) == fetched(first) == requested(second), (fetched(first), fetched(second))
         browser.stop()
-    finally:
-        browser.close()
-        arm.stop()
-        visitor.client.restore_system_resolver()
 
 
 def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab):
     visitor = reused()
-    arm = visitor.arm("do53", "near")
-    browser = visitor.browser
-    arm.start()
-    try:
+    with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
         offset = log_size(lab)
-        first = browser.load(PAGE)
-        assert first.driver_failure is None and first.exception is None, first
+        first = loaded(browser)
         urls = fetched(first)
         opened = served(lab, offset, urls)
         driver = session_of(visitor)._driver
@@ -284,14 +294,9 @@ def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab):
 
         browser.start(arm)  # the next visit: cleared, a new user context
         offset = log_size(lab)
-        second = browser.load(PAGE)
-        assert second.driver_failure is None and second.exception is None, second
+        second = loaded(browser)
         after = served(lab, offset, fetched(second))
         browser.stop()
-    finally:
-        browser.close()
-        arm.stop()
-        visitor.client.restore_system_resolver()
     print(f"resumed/connections: first {_resumed(opened)}, control {_resumed(control)}, ", end="")
     print(f"cleared {_resumed(cleared)}, next visit {_resumed(after)}")
     assert "r" in control.values() and control.keys().isdisjoint(opened), (opened, control)
@@ -305,10 +310,7 @@ def _resumed(connections: dict[int, str]) -> str:
 
 def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
     visitor = reused()
-    arm = visitor.arm("do53", "near")
-    browser = visitor.browser
-    arm.start()
-    try:
+    with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
         driver = session_of(visitor)._driver
         with netns.entered(visitor.client.namespace):
@@ -327,23 +329,15 @@ def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
             driver = session_of(visitor)._driver
             left = FirefoxSession._in_chrome(driver, ALT_SVC_KEYS)
         browser.stop()
-    finally:
-        browser.close()
-        arm.stop()
-        visitor.client.restore_system_resolver()
     print(f"alt-svc keys: after the visit {kept}, at the next {left}")
     assert any(":google.com:443:" in k for k in kept) and left == [], (kept, left)
 
 
 def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_next(reused):
     visitor = reused()
-    arm = visitor.arm("do53", "near")
-    browser = visitor.browser
-    arm.start()
-    try:
+    with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
-        first = browser.load(PAGE)
-        assert first.driver_failure is None and first.exception is None, first
+        first = loaded(browser)
         assert not {"www.lab.test", "youtube.com"} & {urlsplit(u).hostname for u in requested(first)}
         driver = session_of(visitor)._driver
         with netns.entered(visitor.client.namespace):
@@ -363,10 +357,6 @@ def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_
             names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
             sockets = FirefoxSession._in_chrome_async(driver, SOCKETS)
         browser.stop()
-    finally:
-        browser.close()
-        arm.stop()
-        visitor.client.restore_system_resolver()
     print(f"at the next visit: names {names}, sockets {sockets}")
     assert names == [] and sockets == [], (names, sockets)
 
