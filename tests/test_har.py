@@ -11,6 +11,7 @@ from haralyzer import HarParser
 
 from harness import durable
 from harness.browser.har import PageInfo, build_har, check_har, read_har, write_har
+from harness.replay.compare import summarise_har
 
 T0 = 1_795_246_148_700.0
 
@@ -133,6 +134,17 @@ def test_entries_drop_cache_duplicates_and_data_urls_and_keep_failures():
     assert urls == ["https://a.test/", "https://img.b.test/x.png", "https://gone.test/"]
     assert har["log"]["entries"][2]["_error"] == "NS_ERROR_UNKNOWN_HOST"
     assert har["log"]["entries"][2]["response"]["status"] == 0
+
+
+def test_a_request_with_no_outcome_stays_marked_unanswered_and_the_replay_comparison_skips_it():
+    ev = events()
+    ev.insert(-1, event("network.beforeRequestSent", {"request": request("6", "https://img.b.test/x.png", 90)}))
+    har = build_har(ev, page(), ("Firefox", "153.7.0esr"), "0.1.0")
+    entries = har["log"]["entries"]
+    assert [e.get("_unanswered", False) for e in entries] == [False, False, False, True]
+    assert entries[3]["response"]["status"] == 0 and "_error" not in entries[3]
+    summary = summarise_har(har)
+    assert summary.requests == 3 and summary.hostnames == {"a.test", "img.b.test", "gone.test"}
 
 
 def test_timings_server_address_and_version():

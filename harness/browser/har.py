@@ -176,6 +176,10 @@ def _entry(slot: dict, addresses: dict[str, deque]) -> dict:
         entry["connection"] = str(seen.get("port", ""))
     if slot["error"] is not None:
         entry["_error"] = slot["error"]
+    elif slot["response"] is None:
+        # Neither answered nor failed when the HAR was taken: still in flight, or (seen in Firefox under load)
+        # a second request for a URL already answered that never reported an outcome.
+        entry["_unanswered"] = True
     return entry
 
 

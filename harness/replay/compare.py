@@ -26,8 +26,9 @@ class PageSummary:
 
 
 def summarise_har(har: dict) -> PageSummary:
-    """Requests, hostnames and response body bytes of a visit's HAR."""
-    entries = har["log"]["entries"]
+    """Requests, hostnames and response body bytes of a visit's HAR; a request with no outcome
+    (`_unanswered`, docs/visit.md) is not one the page loaded."""
+    entries = [e for e in har["log"]["entries"] if not e.get("_unanswered")]
     hosts = frozenset((urlsplit(e["request"]["url"]).hostname or "").lower() for e in entries)
     size = sum(max(0, int(e["response"].get("content", {}).get("size") or 0)) for e in entries)
     return PageSummary(len(entries), hosts, size)
