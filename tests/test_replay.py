@@ -9,11 +9,13 @@ import base64
 import gzip
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -24,6 +26,7 @@ from harness.cli import main
 from harness.errors import HarnessError
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import load_lab_config
+from harness.lab.replayfront import file_answers, front_config, quote
 from harness.lab.replayweb import ReplayWeb
 from harness.lab.unbound import resolver_config
 from harness.paths import PROJECT_ROOT
@@ -218,36 +221,85 @@ def test_local_resolver_reads_the_zone_when_replaying(tmp_path):
     assert "auth-zone" not in plain
 
 
+NASTY = [("x-quoted", 'a "b" \\c $host ${x}; }'), ("set-cookie", "a=1"), ("set-cookie", "b=2"), ("server", "gws")]
+
+
+def _front_record() -> SiteRecord:
+    """The usual record plus a recorded redirect (the replay server's) and headers nginx must copy exactly."""
+    record = _record()
+    odd = _exchange("https://img.cdn.test/odd.css", b"p{}", headers=[("Content-Type", "text/css"), *NASTY])
+    moved = Exchange("GET", "https://img.cdn.test/old", 301, "HTTP/2.0", [], [("location", "/a.png")], b"", 0.0)
+    return SiteRecord(record.site, record.url, record.source, [*record.exchanges, odd, moved], record.dns)
+
+
+def _start(argv: list[str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True, **kw)
+
+
 @pytest.fixture
-def replay_server(tmp_path):
-    """The replay server on 127.0.0.1 with a CA of its own: the program a lab runs, with its two workers."""
-    write_site(tmp_path / "archive", _record())
-    ca = CertificateAuthority.create("test CA")
-    (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
-    key = new_key()
-    write_key(key, tmp_path / "k.pem")
-    (tmp_path / "c.pem").write_bytes(ca.issue(["www.a.test", "img.cdn.test"], ["127.0.0.1"], key))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    listen = {"address": "127.0.0.1", "port": port, "cert": str(tmp_path / "c.pem"), "key": str(tmp_path / "k.pem")}
+def served_dir():
+    """A directory nginx's workers (www-data) can read: pytest's own are private to root."""
+    path = Path(tempfile.mkdtemp(prefix="dsreplay-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def replay_server(served_dir):
+    """The replay server as a lab runs it (its two workers), on a Unix socket in ``served_dir``."""
+    write_site(served_dir / "archive", _front_record())
+    socket_path = served_dir / "replay.sock"
     config = {
-        "archive": str(tmp_path / "archive"),
+        "archive": str(served_dir / "archive"),
         "wait": True,
-        "events": str(tmp_path / "events.jsonl"),
+        "events": str(served_dir / "events.jsonl"),
         "user": None,
         "workers": 2,
-        "listen": [listen | {"alpn": ["h2", "http/1.1"]}],
+        "socket": str(socket_path),
     }
-    (tmp_path / "replay.json").write_text(json.dumps(config))
-    argv = [sys.executable, "-m", "harness.lab.replayserver", str(tmp_path / "replay.json")]
-    server = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
+    (served_dir / "replay.json").write_text(json.dumps(config))
+    server = _start([sys.executable, "-m", "harness.lab.replayserver", str(served_dir / "replay.json")])
     try:
         assert server.stdout is not None and "2 workers" in server.stdout.readline()
-        yield port, tmp_path, server
+        yield socket_path, served_dir, server
     finally:
         server.kill()
         server.wait(10)
+
+
+@pytest.fixture
+def replay_front(replay_server):
+    """The nginx front of the replay server on 127.0.0.1 with a CA of its own, configured as a lab's."""
+    _, served, _ = replay_server
+    ca = CertificateAuthority.create("test CA")
+    (served / "ca.pem").write_bytes(ca.cert_pem)
+    key = new_key()
+    write_key(key, served / "k.pem")
+    (served / "c.pem").write_bytes(ca.issue(["www.a.test", "img.cdn.test"], ["127.0.0.1"], key))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    listen = [{"address": "127.0.0.1", "port": port, "cert": str(served / "c.pem"), "key": str(served / "k.pem")}]
+    listen[0]["alpn"] = ["h2", "http/1.1"]
+    for d in ("logs", "objects", "replay-nginx-tmp"):
+        (served / d).mkdir()
+    address_of = {"www.a.test": "127.0.0.1", "img.cdn.test": "127.0.0.1"}
+    answers = file_answers(ExchangeIndex([_front_record()]), address_of, served / "objects", wait=True)
+    conf = served / "replay-nginx.conf"
+    conf.write_text(front_config(served, listen, answers, served / "replay.sock", served / "objects", 2))
+    nginx = _start(["nginx", "-p", str(served), "-c", str(conf), "-g", "daemon off;"])
+    try:
+        wait_for(lambda: _accepts(port), timeout=10, what="the replay front")
+        yield port, served, answers
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def workers_of(pid: int) -> list[int]:
@@ -261,37 +313,66 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("http2", [True, False])
-def test_replay_server_answers_and_logs(replay_server, http2):
-    port, tmp_path, _ = replay_server
-    with httpx.Client(http2=http2, verify=ssl.create_default_context(cafile=tmp_path / "ca.pem")) as client:
-        for _ in range(50):
-            try:
-                page = client.get(f"https://127.0.0.1:{port}/", headers={"host": "www.a.test"})
-                break
-            except httpx.ConnectError:
-                import time
+def test_front_takes_only_what_it_can_send_exactly(tmp_path):
+    address_of = {"www.a.test": "192.0.2.9", "img.cdn.test": "192.0.2.9"}
+    answers = file_answers(ExchangeIndex([_front_record()]), address_of, tmp_path, wait=True)
+    keys = {a.key for a in answers}
+    # the redirect is the replay server's; static.b.test has no lab address here; the rest are files
+    assert keys == {
+        "192.0.2.9 www.a.test GET /",
+        "192.0.2.9 img.cdn.test GET /a.png?v=1&k=2",
+        "192.0.2.9 img.cdn.test GET /odd.css",
+    }
+    page = next(a for a in answers if a.key.endswith(" /"))
+    assert b"Math.random" in (tmp_path / str(page.number)).read_bytes() and page.wait_ms == 2
+    assert page.content_type == "text/html" and "alt-svc" not in dict(page.headers)
+    assert quote('a"b\\c$d', variables=True) == '"a\\"b\\\\c${dollar}d"' and quote("$x") == '"$x"'
+    with pytest.raises(ValueError, match="control character"):
+        quote("a\nb")
+    evil = _exchange("https://img.cdn.test/e", headers=[("x-evil", "a\r\nb")])
+    assert not file_answers(ExchangeIndex([SiteRecord("a.test", "u", "r", [evil], {})]), address_of, tmp_path, True)
 
-                time.sleep(0.1)
+
+@pytest.mark.parametrize("http2", [True, False])
+def test_replay_front_answers_files_and_passes_the_rest(replay_front, http2):
+    port, served, answers = replay_front
+    with httpx.Client(http2=http2, verify=ssl.create_default_context(cafile=served / "ca.pem")) as client:
+
+        def get(host: str, target: str) -> httpx.Response:
+            return client.get(f"https://127.0.0.1:{port}{target}", headers={"host": host})
+
+        page = get("www.a.test", "/")
         assert page.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
         assert page.status_code == 200 and b"Math.random" in page.content and "alt-svc" not in page.headers
-        image = client.get(f"https://127.0.0.1:{port}/a.png?v=1&k=9", headers={"host": "img.cdn.test"})
-        assert image.content == b"\x89PNG" + bytes(100)
-        missing = client.get(f"https://127.0.0.1:{port}/nothing", headers={"host": "img.cdn.test"})
-        assert missing.status_code == 404
-    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+        odd = get("img.cdn.test", "/odd.css")
+        sent = [(k, v) for k, v in odd.headers.multi_items() if k not in ("content-length", "connection")]
+        assert sent == [("content-type", "text/css"), *NASTY]  # nginx's own Server, Date, Last-Modified gone
+        assert get("img.cdn.test", "/a.png?v=1&k=2").content == b"\x89PNG" + bytes(100)
+        assert get("img.cdn.test", "/a.png?v=1&k=9").content == b"\x89PNG" + bytes(100)  # fuzzy: the server's
+        assert get("img.cdn.test", "/nothing").status_code == 404
+        moved = get("img.cdn.test", "/old")
+        assert moved.status_code == 301 and moved.headers["location"] == "/a.png"
+    events = [json.loads(line) for line in (served / "events.jsonl").read_text().splitlines()]
     assert [(e["kind"], e["target"]) for e in events] == [("fuzzy", "/a.png?v=1&k=9"), ("miss", "/nothing")]
+    wait_for(lambda: len(_access_log(served)) == 6, timeout=5, what="nginx's access log")
+    served_by = [line.rsplit(" file=", 1)[1] for line in _access_log(served)]
+    numbers = {a.key.split(" ", 3)[3]: str(a.number) for a in answers}
+    assert served_by == [numbers["/"], numbers["/odd.css"], numbers["/a.png?v=1&k=2"], "", "", ""]
 
 
-def test_replay_server_spreads_connections_over_its_workers(replay_server):
-    """Each worker listens on its own socket (SO_REUSEPORT): new connections go to both, as to nginx's."""
-    port, tmp_path, server = replay_server
-    context = ssl.create_default_context(cafile=tmp_path / "ca.pem")
-    for i in range(20):  # all 20 on one worker: a chance of 2 in a million
-        with httpx.Client(verify=context) as client:
-            assert client.get(f"https://127.0.0.1:{port}/none-{i}", headers={"host": "img.cdn.test"}).status_code == 404
-    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert len(events) == 20 and {e["worker"] for e in events} == set(workers_of(server.pid))
+def _access_log(served: Path) -> list[str]:
+    log = served / "logs" / "replay-nginx-access.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_replay_server_answers_over_its_socket(replay_server):
+    socket_path, served, _ = replay_server
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path))) as client:
+        page = client.get("http://www.a.test/")
+        assert page.status_code == 200 and b"Math.random" in page.content
+        assert client.get("http://img.cdn.test/gone").status_code == 404
+    events = [json.loads(line) for line in (served / "events.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["target"]) for e in events] == [("miss", "/gone")]
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])

@@ -22,7 +22,7 @@ from harness.replay.archive import Archive, write_site
 from harness.replay.compare import dns_differences, page_differences, summarise_har
 from harness.replay.recorder import resolve
 from harness.visit import Visitor
-from tests.helpers import CLI_ENV, DNSSTUDY
+from tests.helpers import CLI_ENV, DNSSTUDY, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -96,6 +96,7 @@ def test_replayed_pages_match_the_originals(lab, replay_lab, tmp_path, protocol)
     original = Visitor(lab, tmp_path / "original", timeout=30.0, margin=10.0)
     replayed = Visitor(replay_lab, tmp_path / "replayed", timeout=30.0, margin=10.0)
     events = events_log(replay_lab.run_dir)
+    requests = 0
     for site in SITES:
         before = time.time()
         a = original.visit_once(f"https://{site}/", protocol, "near")
@@ -110,6 +111,16 @@ def test_replayed_pages_match_the_originals(lab, replay_lab, tmp_path, protocol)
         assert differences == [], f"{site}: {differences}"
         misses = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
         assert [m for m in misses if m["time"] >= before] == []
+        requests += summarise_har(read_har(Path(b.har_path))).requests
+    # Every request had an exact recorded answer, so the replay web's nginx answered each 200 from its file
+    # (a recorded 404, the favicon's, is the replay server's).
+    log = replay_lab.run_dir / "logs" / "replay-nginx-access.log"
+    wait_for(lambda: len(_lines(log)) >= requests, timeout=10, what="the replay front's access log")
+    assert [line for line in _lines(log) if line.endswith(" file=") and '" 200 ' in line] == []
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_a_visit_counts_its_misses(replay_lab, tmp_path):

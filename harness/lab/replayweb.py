@@ -8,11 +8,14 @@ wrap round (docs/replay.md). The authoritative's root zone gets every
 recorded name with its CNAME chain and TTLs; A records only, as the lab has
 no IPv6. Each lab address gets one certificate from the lab CA for every
 name on it, and offers HTTP/2 if any exchange with one of its hosts was.
+nginx answers exact matches from files, the replay server the rest
+(harness/lab/replayfront.py).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +25,10 @@ from harness.daemons import Daemon
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import LabConfig
 from harness.lab.nginx import WORKER_PROCESSES
+from harness.lab.replayfront import file_answers, front_config, require_modules
 from harness.paths import PROJECT_ROOT
 from harness.replay.archive import Archive, SiteRecord
+from harness.replay.matching import ExchangeIndex
 
 
 @dataclass
@@ -74,8 +79,10 @@ class ReplayWeb:
             f"{owner}. {ttl} IN {kind} {data}\n" for owner, (kind, data, ttl) in sorted(self.records.items())
         )
 
-    def server_config(self, run: Path, ca: CertificateAuthority, wait: bool) -> Path:
-        """Certificates per address and the replay server's configuration file; returns its path."""
+    def server_config(self, run: Path, ca: CertificateAuthority, wait: bool) -> None:
+        """Certificates per address, the exact answers' files, the nginx front's and the replay server's
+        configurations (harness/lab/replayfront.py)."""
+        require_modules()
         key = new_key()
         key_file = write_key(key, run / "certs" / "replay.key")
         listen = []
@@ -84,24 +91,40 @@ class ReplayWeb:
             cert.write_bytes(ca.issue(sorted(names), [], key))
             alpn = ["h2", "http/1.1"] if address in self.http2_at else ["http/1.1"]
             listen.append({"address": address, "cert": str(cert), "key": str(key_file), "alpn": alpn})
+        objects = run / "replay-objects"
+        shutil.rmtree(objects, ignore_errors=True)
+        objects.mkdir()
+        (run / "replay-nginx-tmp").mkdir(exist_ok=True)
+        address_of = {name: address for address, names in self.hosts_at.items() for name in names}
+        answers = file_answers(ExchangeIndex(Archive(self.archive_dir).load_all()), address_of, objects, wait)
+        socket = replay_socket(run)
+        front = front_config(run, listen, answers, socket, objects, WORKER_PROCESSES)
+        (run / "replay-nginx.conf").write_text(front)
         config = {
             "archive": str(self.archive_dir),
             "wait": wait,
             "events": str(events_log(run)),
             "user": helper().name,
             "workers": WORKER_PROCESSES,
-            "listen": listen,
+            "socket": str(socket),
         }
-        path = run / "replay.json"
-        path.write_text(json.dumps(config, indent=1))
-        return path
+        (run / "replay.json").write_text(json.dumps(config, indent=1))
 
-    def daemon(self, namespace: str, run: Path, config: Path) -> Daemon:
-        """The replay server in the server namespace (it binds as root, then runs as the helper account)."""
-        argv = [sys.executable, "-m", "harness.lab.replayserver", str(config)]
-        addresses = [f"{a}:443" for a in sorted(self.hosts_at)]
+    def daemons(self, namespace: str, run: Path) -> list[Daemon]:
+        """The replay server (it binds its socket as root, then runs as the helper account), then its nginx
+        front on the archive's addresses, both in the server namespace."""
+        argv = [sys.executable, "-m", "harness.lab.replayserver", str(run / "replay.json")]
         env = {"PYTHONPATH": str(PROJECT_ROOT)}
-        return Daemon("replay", namespace, argv, str(run / "logs" / "replay.log"), addresses, env=env)
+        server = Daemon("replay", namespace, argv, str(run / "logs" / "replay.log"), [], env=env)
+        front_argv = ["nginx", "-p", str(run), "-c", str(run / "replay-nginx.conf"), "-g", "daemon off;"]
+        addresses = [f"{a}:443" for a in sorted(self.hosts_at)]
+        front = Daemon("replay-nginx", namespace, front_argv, str(run / "logs" / "replay-nginx.log"), addresses)
+        return [server, front]
+
+
+def replay_socket(run: Path) -> Path:
+    """Where the replay server listens for what its nginx front passes on."""
+    return run / "replay.sock"
 
 
 def events_log(run: Path) -> Path:

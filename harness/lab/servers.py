@@ -144,12 +144,12 @@ class LabServers:
         return [nginx], [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
 
     def _replay(self, tls: LabTls) -> ServerDaemons:
-        """The replay server on the archive's lab addresses (none for the synthetic web)."""
+        """The replay server and its nginx front on the archive's lab addresses (none for the synthetic web)."""
         if self.replay is None or not self.replay.hosts_at:
             return [], []
-        config = self.replay.server_config(self.run_dir, tls.ca, self.config.settings.web.replay_wait)
-        daemon = self.replay.daemon(self.config.namespaces["server"], self.run_dir, config)
-        return [daemon], [(a, 443) for a in sorted(self.replay.hosts_at)]
+        self.replay.server_config(self.run_dir, tls.ca, self.config.settings.web.replay_wait)
+        daemons = self.replay.daemons(self.config.namespaces["server"], self.run_dir)
+        return daemons, [(a, 443) for a in sorted(self.replay.hosts_at)]
 
     def _tarpit(self) -> ServerDaemons:
         """The tarpit on the hang address (it accepts and never answers)."""

@@ -1,0 +1,165 @@
+"""The replay web's nginx: exact recorded answers from files, everything else passed to the replay server.
+
+A page's requests come in bursts, and the Python replay server spent about a
+millisecond of CPU on each (TLS, HPACK) on the cores the browser needs, so a
+replayed page loaded 2-11 % slower than the original (docs/replay.md). Here
+nginx, as in the original lab, terminates TLS and HTTP/2 on every replay
+address and answers each request that has an exact recorded answer (GET,
+status 200, the recorded query string) from a file, with the recorded headers
+and, unless waits are off, after the recorded server wait (Lua's non-blocking
+sleep, whole milliseconds). Fuzzy matches, misses and every other exchange go
+to harness/lab/replayserver.py over a Unix socket, which logs them. Header
+values and URLs come from recorded network data: they are written quoted and
+escaped, and an exchange whose URL or headers cannot be written safely is
+left to the replay server.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.replay.archive import Exchange
+from harness.replay.matching import ExchangeIndex, body_for, response_headers
+
+#: Debian's dynamic modules: Lua (with its development kit) for the wait, headers-more to drop nginx's own headers.
+MODULES = [
+    "/usr/lib/nginx/modules/ndk_http_module.so",
+    "/usr/lib/nginx/modules/ngx_http_lua_module.so",
+    "/usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so",
+]
+#: nginx's map keeps each key in one hash bucket; a longer URL is answered by the replay server instead.
+MAP_BUCKET = 4096
+MAX_KEY = MAP_BUCKET - 96
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+#: Headers nginx writes itself for a file; the recorded ones replace them.
+NGINX_OWN = "Server Last-Modified Accept-Ranges Date"
+
+
+@dataclass(frozen=True)
+class FileAnswer:
+    """One exact answer nginx serves from a file."""
+
+    number: int
+    key: str  # "address host GET /path?query", the map's key
+    content_type: str
+    headers: list[tuple[str, str]]
+    wait_ms: int
+
+
+def quote(value: str, variables: bool = False) -> str:
+    """``value`` as one double-quoted nginx string, backslashes and quotes escaped. Where nginx would read
+    variables in it (``variables``: add_header's value), ``$`` is written as the ``$dollar`` variable."""
+    if _CONTROL.search(value):
+        raise ValueError(f"control character in {value[:60]!r}")
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + (escaped.replace("$", "${dollar}") if variables else escaped) + '"'
+
+
+def file_answers(index: ExchangeIndex, address_of: dict[str, str], objects: Path, wait: bool) -> list[FileAnswer]:
+    """The exchanges nginx can answer exactly, each body written to ``objects``/NUMBER.
+
+    The first exchange per (host, method, path, query) answers, as in ExchangeIndex.match.
+    """
+    answers: list[FileAnswer] = []
+    seen: set[str] = set()
+    for (host, method, path), candidates in index.by_key.items():
+        for query, e, site in candidates:
+            target = path + ("?" + query if query else "")
+            key = f"{address_of.get(host, '')} {host} {method} {target}"
+            if key in seen or not _servable(e, host, method, key, address_of):
+                seen.add(key)
+                continue
+            seen.add(key)
+            headers = response_headers(e)
+            number = len(answers) + 1
+            (objects / str(number)).write_bytes(body_for(e, site))
+            content_type = next((v for k, v in headers if k == "content-type"), "")
+            rest = [(k, v) for k, v in headers if k != "content-type"]
+            answers.append(FileAnswer(number, key, content_type, rest, round(e.wait_ms) if wait else 0))
+    return answers
+
+
+def _servable(e: Exchange, host: str, method: str, key: str, address_of: dict[str, str]) -> bool:
+    """True when nginx can send the exchange exactly as the replay server would."""
+    if method != "GET" or e.status != 200 or host not in address_of or len(key.encode()) > MAX_KEY:
+        return False
+    if _CONTROL.search(key):
+        return False
+    return all(_TOKEN.match(k) and not _CONTROL.search(v) for k, v in response_headers(e))
+
+
+def require_modules() -> None:
+    """Refuse, in one line, a replay without the nginx modules it loads."""
+    missing = [m for m in MODULES if not Path(m).exists()]
+    if missing:
+        raise HarnessError(f"replay web: {', '.join(missing)} missing (bash scripts/setup.sh packages installs them)")
+
+
+def front_config(
+    run: Path, listen: list[dict], answers: list[FileAnswer], socket: Path, objects: Path, workers: int
+) -> str:
+    """The nginx configuration: one server per address (its certificate, HTTP/2 if offered), the map of exact
+    answers, their locations, and the replay server as the fallback."""
+    tmp = run / "replay-nginx-tmp"
+    out = [f"load_module {m};" for m in MODULES] + [
+        "user www-data;",
+        f"worker_processes {workers};",
+        f"pid {run}/replay-nginx.pid;",
+        f"error_log {run}/logs/replay-nginx-error.log warn;",
+        "events { worker_connections 8192; }",
+        "http {",
+        # The last field: the file that answered ("file=" alone: the replay server did).
+        '  log_format replay \'$time_iso8601 $remote_addr $host $server_protocol "$request" $status '
+        "$body_bytes_sent $request_time $connection file=$replay_object';",
+        f"  access_log {run}/logs/replay-nginx-access.log replay buffer=64k flush=1s;",
+        *(f"  {kind}_temp_path {tmp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")),
+        "  sendfile on; server_tokens off; etag off; if_modified_since off; max_ranges 0;",
+        '  lua_package_path "/usr/share/lua/5.1/?.lua;;";',
+        f"  map_hash_bucket_size {MAP_BUCKET}; map_hash_max_size {max(2048, 2 * len(answers))};",
+        '  geo $dollar { default "$"; }',  # a literal $ inside quoted recorded values
+        '  map "$server_addr $host $request_method $request_uri" $replay_object {',
+        '    default "";',
+        *(f"    {quote(a.key)} {a.number};" for a in answers),
+        "  }",
+        f"  upstream replay_server {{ server unix:{socket}; keepalive 32; }}",
+    ]
+    for spec in listen:
+        out.append(_server(spec, [a for a in answers if a.key.startswith(spec["address"] + " ")], objects))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _server(spec: dict, answers: list[FileAnswer], objects: Path) -> str:
+    """One address: TLS with its certificate, the exact answers of its hosts, the rest to the replay server."""
+    http2 = " http2" if "h2" in spec["alpn"] else ""
+    lines = [
+        "  server {",
+        f"    listen {spec['address']}:{spec.get('port', 443)} ssl{http2};",
+        "    server_name _;",
+        f"    ssl_certificate {spec['cert']};",
+        f"    ssl_certificate_key {spec['key']};",
+        "    if ($replay_object) { rewrite ^ /.replay/$replay_object last; }",
+        "    location / {",
+        "      proxy_pass http://replay_server; proxy_http_version 1.1; proxy_buffering off;",
+        '      proxy_set_header Connection ""; proxy_set_header Host $host;',
+        "      proxy_pass_header Server; proxy_pass_header Date;",
+        "    }",
+    ]
+    lines += [_location(a, objects) for a in answers]
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+def _location(a: FileAnswer, objects: Path) -> str:
+    """The internal location of one exact answer: its content type, its recorded headers, its wait, its file."""
+    parts = [f"location = /.replay/{a.number} {{ internal; types {{ }} default_type {quote(a.content_type)};"]
+    if a.wait_ms > 0:
+        parts.append(f"access_by_lua_block {{ ngx.sleep({a.wait_ms / 1000:.3f}) }}")
+    parts.append(f"more_clear_headers {NGINX_OWN};")
+    parts += [f"add_header {quote(k)} {quote(v, variables=True)} always;" for k, v in a.headers]
+    parts.append(f"alias {objects / str(a.number)}; }}")
+    return "    " + " ".join(parts)
