@@ -1,12 +1,14 @@
-"""Record and replay (docs/replay.md): the replay server's cost per request against nginx, and replayed onLoad.
+"""Record and replay (docs/replay.md): the replay web's cost per request against nginx, and replayed onLoad.
 
 One run, two labs: the synthetic lab (nginx) and a second lab replaying an
 archive recorded from it. First, visits to each recorded page in both labs,
 interleaved, with the recorded server waits replayed (the default): the
-median onLoad per page and their ratio. Then the replay lab again with
-waits off, and every recorded object fetched in turn from each lab's client
-namespace over one HTTP/2 connection per host (httpx): the median time per
-request and the difference, the replay server's own overhead.
+median onLoad per page and their ratio, with a bootstrap 95 % interval and a
+Mann-Whitney test. Then the replay lab again with waits off, and every
+recorded object fetched in turn from each lab's client namespace over one
+HTTP/2 connection per host (httpx): the median time per request and the
+difference, the replay web's own overhead (its nginx front and, for what
+that does not answer from files, the replay server).
 
     .venv/bin/python -m benchmarks.replay [--sites google.com,facebook.com] [--visits 10] [--rounds 10]
 """
@@ -23,7 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+from scipy.stats import mannwhitneyu
+
 from benchmarks.benchlab import add_lab_arguments, fresh_lab
+from benchmarks.browser_reuse import ratio_interval
 
 
 def _client(urls: list[str], rounds: int, ca: str) -> None:
@@ -78,10 +84,17 @@ def _onloads(original, replayed, sites: list[str], visits: int) -> dict[str, tup
 
 
 def _print_onloads(onloads: dict[str, tuple[list[float], list[float]]]) -> None:
-    print(f"{'page':<16}{'original':>10}{'replayed':>10}{'ratio':>8}{'visits':>8}")
+    """Per page: both medians, their ratio with a bootstrap 95 % interval, and a Mann-Whitney test."""
+    rng = np.random.default_rng(1)
+    print(f"{'page':<16}{'original':>10}{'replayed':>10}{'ratio':>8}{'95 % interval':>17}{'p':>7}{'visits':>8}")
     for site, (a, b) in onloads.items():
         ma, mb = statistics.median(a), statistics.median(b)
-        print(f"{site:<16}{ma:>10.0f}{mb:>10.0f}{mb / ma:>8.3f}{len(a):>5}/{len(b)}", flush=True)
+        low, high = ratio_interval(b, a, rng)
+        p = mannwhitneyu(a, b).pvalue
+        print(
+            f"{site:<16}{ma:>10.0f}{mb:>10.0f}{mb / ma:>8.3f}   [{low:.3f}, {high:.3f}]{p:>7.3f}{len(a):>5}/{len(b)}",
+            flush=True,
+        )
 
 
 def _replay_lab(args: argparse.Namespace, archive: Path, wait: bool):

@@ -16,6 +16,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -54,7 +55,8 @@ def _record(site: str = "a.test") -> SiteRecord:
         "img.cdn.test": DnsAnswer("img.cdn.test", [], ["192.0.2.1"], 60),
         "static.b.test": DnsAnswer("static.b.test", [], ["192.0.2.7"], 300),
     }
-    return SiteRecord(site, f"https://www.{site}/", "recorded", exchanges, dns)
+    certificates = {f"www.{site}": [f"*.{site}", site], "img.cdn.test": ["*.cdn.test"]}
+    return SiteRecord(site, f"https://www.{site}/", "recorded", exchanges, dns, certificates)
 
 
 def test_archive_round_trip(tmp_path):
@@ -69,6 +71,24 @@ def test_archive_round_trip(tmp_path):
     assert loaded.dns["www.a.test"].canonical == "edge.cdn.test"
     write_site(tmp_path, _record("a.test"))  # replacing an entry keeps one per site
     assert len(json.loads((tmp_path / INDEX).read_text())["sites"]) == 2
+
+
+def test_version_1_archives_still_read(tmp_path):
+    """Version 1 had no certificate names: read as none recorded; a site added makes the archive version 2."""
+    import hashlib
+
+    write_site(tmp_path, _record("a.test"))
+    site_file = tmp_path / "sites" / "a.test.json.gz"
+    doc = json.loads(gzip.decompress(site_file.read_bytes()))
+    del doc["certificates"]
+    site_file.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    index = json.loads((tmp_path / INDEX).read_text())
+    index.update(version=1, sites=[{**index["sites"][0], "sha256": hashlib.sha256(site_file.read_bytes()).hexdigest()}])
+    (tmp_path / INDEX).write_text(json.dumps(index))
+    assert Archive(tmp_path).load("a.test") == replace(_record("a.test"), certificates={})
+    write_site(tmp_path, _record("b.test"))
+    assert json.loads((tmp_path / INDEX).read_text())["version"] == 2
+    assert Archive(tmp_path).load("b.test").certificates["img.cdn.test"] == ["*.cdn.test"]
 
 
 def _broken(tmp_path: Path, how: str) -> Path:
@@ -210,6 +230,17 @@ def test_replay_web_places_names(tmp_path):
     assert web.records["static.b.test"][1] != edge[1]
     assert edge[1] in web.http2_at and web.records["static.b.test"][1] not in web.http2_at
     assert "AAAA" not in zone
+    # one certificate per recorded one (its names), one for the names without (the CNAME target here)
+    assert web.certificate_groups(edge[1]) == [
+        (["*.a.test", "a.test"], ["www.a.test"]),
+        (["*.cdn.test"], ["img.cdn.test"]),
+        (["edge.cdn.test"], ["edge.cdn.test"]),
+    ]
+    version1 = replace(_record("a.test"), certificates={})
+    write_site(tmp_path / "v1", version1)
+    assert ReplayWeb.plan(config, tmp_path / "v1").certificate_groups(edge[1]) == [
+        (["edge.cdn.test", "img.cdn.test", "www.a.test"], ["edge.cdn.test", "img.cdn.test", "www.a.test"])
+    ]
 
 
 def test_local_resolver_reads_the_zone_when_replaying(tmp_path):
@@ -280,8 +311,8 @@ def replay_front(replay_server):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    listen = [{"address": "127.0.0.1", "port": port, "cert": str(served / "c.pem"), "key": str(served / "k.pem")}]
-    listen[0]["alpn"] = ["h2", "http/1.1"]
+    server = {"names": ["www.a.test", "img.cdn.test"], "cert": str(served / "c.pem"), "key": str(served / "k.pem")}
+    listen = [{"address": "127.0.0.1", "port": port, "alpn": ["h2", "http/1.1"], "servers": [server]}]
     for d in ("logs", "objects", "replay-nginx-tmp"):
         (served / d).mkdir()
     address_of = {"www.a.test": "127.0.0.1", "img.cdn.test": "127.0.0.1"}

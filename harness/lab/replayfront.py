@@ -35,6 +35,7 @@ MAP_BUCKET = 4096
 MAX_KEY = MAP_BUCKET - 96
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_HOSTNAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
 #: Headers nginx writes itself for a file; the recorded ones replace them.
 NGINX_OWN = "Server Last-Modified Accept-Ranges Date"
 
@@ -102,8 +103,8 @@ def require_modules() -> None:
 def front_config(
     run: Path, listen: list[dict], answers: list[FileAnswer], socket: Path, objects: Path, workers: int
 ) -> str:
-    """The nginx configuration: one server per address (its certificate, HTTP/2 if offered), the map of exact
-    answers, their locations, and the replay server as the fallback."""
+    """The nginx configuration: per address one server per certificate (HTTP/2 if the address offers it), the
+    map of exact answers, their locations, and the replay server as the fallback."""
     tmp = run / "replay-nginx-tmp"
     out = [f"load_module {m};" for m in MODULES] + [
         "user www-data;",
@@ -128,20 +129,32 @@ def front_config(
         f"  upstream replay_server {{ server unix:{socket}; keepalive 32; }}",
     ]
     for spec in listen:
-        out.append(_server(spec, [a for a in answers if a.key.startswith(spec["address"] + " ")], objects))
+        out += _servers(spec, [a for a in answers if a.key.startswith(spec["address"] + " ")], objects)
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-def _server(spec: dict, answers: list[FileAnswer], objects: Path) -> str:
-    """One address: TLS with its certificate, the exact answers of its hosts, the rest to the replay server."""
+def _servers(spec: dict, answers: list[FileAnswer], objects: Path) -> list[str]:
+    """One address: a server per certificate (chosen by SNI, the first the default), each with the exact answers
+    of its hostnames (the default also those of hostnames no server names); the rest to the replay server."""
+    servers = spec["servers"]
+    named = {host: i for i, server in enumerate(servers) for host in server["names"] if _HOSTNAME.match(host)}
+    blocks = []
+    for i, server in enumerate(servers):
+        mine = [a for a in answers if named.get(a.key.split(" ")[1], 0) == i]
+        blocks.append(_server(spec, server, sorted(h for h, j in named.items() if j == i), i == 0, mine, objects))
+    return blocks
+
+
+def _server(spec: dict, server: dict, names: list[str], default: bool, answers: list[FileAnswer], objects: Path) -> str:
+    """One certificate's server: TLS, its hostnames' exact answers, the rest to the replay server."""
     http2 = " http2" if "h2" in spec["alpn"] else ""
     lines = [
         "  server {",
-        f"    listen {spec['address']}:{spec.get('port', 443)} ssl{http2};",
-        "    server_name _;",
-        f"    ssl_certificate {spec['cert']};",
-        f"    ssl_certificate_key {spec['key']};",
+        f"    listen {spec['address']}:{spec.get('port', 443)} ssl{http2}{' default_server' if default else ''};",
+        f"    server_name {' '.join(names) or '_'};",
+        f"    ssl_certificate {server['cert']};",
+        f"    ssl_certificate_key {server['key']};",
         "    if ($replay_object) { rewrite ^ /.replay/$replay_object last; }",
         "    location / {",
         "      proxy_pass http://replay_server; proxy_http_version 1.1; proxy_buffering off;",

@@ -6,8 +6,10 @@ so hostnames that shared an address share one in the lab and the browser
 coalesces their connections as it did; past the lab's web addresses they
 wrap round (docs/replay.md). The authoritative's root zone gets every
 recorded name with its CNAME chain and TTLs; A records only, as the lab has
-no IPv6. Each lab address gets one certificate from the lab CA for every
-name on it, and offers HTTP/2 if any exchange with one of its hosts was.
+no IPv6. Each lab address gets from the lab CA one certificate per
+certificate its hostnames were recorded with (the same DNS names) and one
+naming its other names, and offers HTTP/2 if any exchange with one of its
+hosts was.
 nginx answers exact matches from files, the replay server the rest
 (harness/lab/replayfront.py).
 """
@@ -39,6 +41,7 @@ class ReplayWeb:
     records: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # owner -> (type, data, ttl)
     hosts_at: dict[str, set[str]] = field(default_factory=dict)  # lab address -> names served there
     http2_at: set[str] = field(default_factory=set)  # lab addresses offering HTTP/2
+    certificate_of: dict[str, tuple[str, ...]] = field(default_factory=dict)  # hostname -> its recorded names
     sites: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
     hostnames: list[str] = field(default_factory=list)
@@ -70,6 +73,8 @@ class ReplayWeb:
             address = mapped.setdefault(recorded, pool[len(mapped) % len(pool)])
             self.records.setdefault(owner, ("A", address, answer.a_ttl))
             self.hosts_at.setdefault(address, set()).update({name, owner})
+            if record.certificates.get(name):
+                self.certificate_of[name] = tuple(sorted(set(record.certificates[name])))
             if name in http2:
                 self.http2_at.add(address)
 
@@ -79,6 +84,17 @@ class ReplayWeb:
             f"{owner}. {ttl} IN {kind} {data}\n" for owner, (kind, data, ttl) in sorted(self.records.items())
         )
 
+    def certificate_groups(self, address: str) -> list[tuple[list[str], list[str]]]:
+        """The certificates one address serves, each as (its DNS names, the hostnames it is for): one per
+        certificate recorded for the address's hostnames, with the recorded names, so a connection carries
+        the hostnames it could on the recording; one naming the rest (unrecorded: a version 1 archive, a HAR)."""
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for name in sorted(self.hosts_at[address]):
+            groups.setdefault(self.certificate_of.get(name, ()), []).append(name)
+        unrecorded = groups.pop((), [])
+        out = [(list(names), hosts) for names, hosts in sorted(groups.items())]
+        return out + ([(unrecorded, unrecorded)] if unrecorded else [])
+
     def server_config(self, run: Path, ca: CertificateAuthority, wait: bool) -> None:
         """Certificates per address, the exact answers' files, the nginx front's and the replay server's
         configurations (harness/lab/replayfront.py)."""
@@ -86,11 +102,14 @@ class ReplayWeb:
         key = new_key()
         key_file = write_key(key, run / "certs" / "replay.key")
         listen = []
-        for address, names in sorted(self.hosts_at.items()):
-            cert = run / "certs" / f"replay-{address}.pem"
-            cert.write_bytes(ca.issue(sorted(names), [], key))
+        for address in sorted(self.hosts_at):
+            servers = []
+            for i, (names, hosts) in enumerate(self.certificate_groups(address)):
+                cert = run / "certs" / f"replay-{address}-{i}.pem"
+                cert.write_bytes(ca.issue(names, [], key))
+                servers.append({"names": hosts, "cert": str(cert), "key": str(key_file)})
             alpn = ["h2", "http/1.1"] if address in self.http2_at else ["http/1.1"]
-            listen.append({"address": address, "cert": str(cert), "key": str(key_file), "alpn": alpn})
+            listen.append({"address": address, "alpn": alpn, "servers": servers})
         objects = run / "replay-objects"
         shutil.rmtree(objects, ignore_errors=True)
         objects.mkdir()

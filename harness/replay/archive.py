@@ -3,7 +3,8 @@
 A directory holds `archive.json` (format name, version, the sites with
 their files and SHA-256) and `sites/<site>.json.gz`: one site's exchanges
 (method, URL, status, headers, body, HTTP version, the server's wait) and
-the DNS of every hostname it used (CNAME chain, A and AAAA with TTLs).
+the DNS of every hostname it used (CNAME chain, A and AAAA with TTLs), and
+the names on each hostname's server certificate (version 2).
 Loading checks everything and fails with one line naming the file and what
 is wrong: a truncated or corrupt file, an unknown version, a missing body.
 """
@@ -24,7 +25,9 @@ from harness.durable import write_durably
 from harness.errors import HarnessError
 
 FORMAT = "dnsstudy-replay-archive"
-VERSION = 1
+VERSION = 2
+#: Versions this dnsstudy reads: 1 has no certificate names (docs/replay.md).
+READS = (1, 2)
 INDEX = "archive.json"
 
 
@@ -73,6 +76,8 @@ class SiteRecord:
     source: str  # "recorded" (dnsstudy record) or "har" (dnsstudy archive import)
     exchanges: list[Exchange]
     dns: dict[str, DnsAnswer]
+    # hostname -> the DNS names on the certificate its server showed (none: not recorded, as in a HAR)
+    certificates: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def hostnames(self) -> list[str]:
@@ -129,13 +134,14 @@ def write_site(directory: Path, record: SiteRecord) -> None:
         "source": record.source,
         "exchanges": [_exchange_json(e) for e in record.exchanges],
         "dns": {name: _dns_json(d) for name, d in sorted(record.dns.items())},
+        "certificates": {host: names for host, names in sorted(record.certificates.items())},
     }
     data = gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
     relative = f"sites/{record.site}.json.gz"
     write_durably(data, directory / relative)
     index: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     if (directory / INDEX).exists():
-        index = _read_index(directory)
+        index = _read_index(directory) | {"version": VERSION}  # a site of version 1 reads as one of 2
     sites = [s for s in index.get("sites", []) if s["site"] != record.site]
     sites.append({"site": record.site, "file": relative, "sha256": hashlib.sha256(data).hexdigest()})
     index["sites"] = sorted(sites, key=lambda s: s["site"])
@@ -155,10 +161,10 @@ def _read_index(directory: Path) -> dict:
         raise HarnessError(f"{path}: not JSON ({exc})") from None
     if not isinstance(index, dict) or index.get("format") != FORMAT:
         raise HarnessError(f"{path}: not a {FORMAT} index (format {index.get('format')!r})")
-    if index.get("version") != VERSION:
-        raise HarnessError(
-            f"{path}: format version {index.get('version')!r} is unknown (this dnsstudy reads {VERSION})"
-        )
+    if index.get("version") not in READS:
+        readable = " and ".join(str(v) for v in READS)
+        version = index.get("version")
+        raise HarnessError(f"{path}: format version {version!r} is unknown (this dnsstudy reads {readable})")
     if not isinstance(index.get("sites", []), list):
         raise HarnessError(f"{path}: 'sites' must be a list")
     return index
@@ -202,7 +208,8 @@ def _site_from(doc: dict, path: Path) -> SiteRecord:
     try:
         exchanges = [_exchange_from(e, i, path) for i, e in enumerate(doc["exchanges"])]
         dns = {name: _dns_from(name, d) for name, d in doc["dns"].items()}
-        return SiteRecord(doc["site"], doc["url"], doc["source"], exchanges, dns)
+        certificates = {str(h): [str(n) for n in names] for h, names in doc.get("certificates", {}).items()}
+        return SiteRecord(doc["site"], doc["url"], doc["source"], exchanges, dns, certificates)
     except KeyError as exc:
         raise HarnessError(f"{path}: key {exc} is missing") from None
     except (TypeError, ValueError, AttributeError) as exc:

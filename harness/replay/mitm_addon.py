@@ -7,7 +7,9 @@ content-encoded). The wait estimates the server's think time: from the
 request's last byte to the response's first, less one round trip to the
 server (its TCP handshake), which the replayed response travels again.
 Under HTTP/2 it also holds the time the response queued behind others on
-the connection and in the proxy (docs/replay.md).
+the connection and in the proxy (docs/replay.md). The DNS names of the
+certificate the server showed decide, in a replay, which hostnames one
+connection may carry.
 """
 
 from __future__ import annotations
@@ -41,8 +43,17 @@ class Recorder:
             "body": base64.b64encode(response.raw_content or b"").decode(),
             "wait_ms": max(0.0, (started - ended - rtt) * 1000) if started and ended else 0.0,
             "ttfb_ms": max(0.0, (started - ended) * 1000) if started and ended else 0.0,
+            "cert_names": _certificate_names(server),
         }
         self.out.write(json.dumps(line) + "\n")
+
+
+def _certificate_names(server: Any) -> list[str]:
+    """The DNS names (subject alternative names) of the server's own certificate; none without TLS."""
+    chain = getattr(server, "certificate_list", None) or []
+    if not chain:
+        return []
+    return [str(n.value) for n in chain[0].altnames if type(n).__name__ == "DNSName"]
 
 
 addons = [Recorder()]

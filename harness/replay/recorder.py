@@ -95,8 +95,8 @@ class RecordingProxy:
         if not self.ca.exists():
             raise HarnessError(f"mitmdump made no CA in {self.work}")
 
-    def take(self) -> list[Exchange]:
-        """The exchanges recorded since the last call."""
+    def take(self) -> list[tuple[Exchange, list[str]]]:
+        """The exchanges recorded since the last call, each with its server certificate's DNS names."""
         if not self.out.exists():
             return []
         with self.out.open("rb") as f:
@@ -104,7 +104,8 @@ class RecordingProxy:
             data = f.read()
         complete = data[: data.rfind(b"\n") + 1]
         self.offset += len(complete)
-        return [_exchange(json.loads(line)) for line in complete.splitlines() if line.strip()]
+        lines = [json.loads(line) for line in complete.splitlines() if line.strip()]
+        return [(_exchange(d), [str(n) for n in d.get("cert_names", [])]) for d in lines]
 
     def stop(self) -> None:
         if self.daemon is not None:
@@ -180,7 +181,12 @@ def _record_one(
     finally:
         browser.stop()
     time.sleep(0.3)  # the addon writes a line as each response ends; let the last ones land
-    exchanges = proxy.take()
+    taken = proxy.take()
+    exchanges = [e for e, _ in taken]
+    certificates: dict[str, list[str]] = {}
+    for e, names in taken:
+        if names:
+            certificates.setdefault(e.host, names)
     if not exchanges:
         raise HarnessError(f"{url}: nothing was recorded ({load.driver_failure or load.message or 'no response'})")
     hosts = sorted({e.host for e in exchanges})
@@ -188,6 +194,6 @@ def _record_one(
     ca = client.ca_file if client.browser_trusts_ca else None
     exchanges = measure_waits(client.namespace, exchanges, dns_answers, ca)
     name = site.split("://")[-1].strip("/")
-    record = SiteRecord(name, url, "recorded", exchanges, dns_answers)
+    record = SiteRecord(name, url, "recorded", exchanges, dns_answers, certificates)
     write_site(out, record)
     return record
