@@ -15,6 +15,7 @@ reused browser faster is state of the site that outlived the clearing or the bro
     .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 20   # site state or first page?
+    .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 12 --carryover-compare   # observer kept too
 """
 
 from __future__ import annotations
@@ -148,44 +149,55 @@ def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
         visitor.close()
 
 
-def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int = 0) -> None:
+def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int = 0, compare: bool = False) -> None:
     """Is a reused browser's page faster for state of the site that outlived the clearing, or for what the page
     before left in the browser itself? Each page as the last visit of a new reused browser, after itself or
     after the other page, interleaved (Do53, the current link), with ``gap`` visits of the other page between
     (the same last pages either way): carried state makes "after itself" faster for both pages; the weight of
-    the page before makes both faster after the lighter page."""
+    the page before makes both faster after the lighter page. With ``compare``, every such browser runs twice,
+    in random order: as the harness runs it, and keeping the BiDi network observer across visits (as before
+    `ReusedFirefoxSession.renew_network_observer`), to show what renewing it removes."""
     from harness.browser.base import SessionPolicy
+    from harness.browser.reused import ReusedFirefoxSession
     from harness.visit import Visitor
 
-    pairs = [(first, second) for second in urls for first in urls]
-    onloads: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
-    for _ in range(visits):
-        for first, second in random.sample(pairs, len(pairs)):
-            visitor = Visitor(lab, results, session=SessionPolicy("reused"))
-            try:
-                other = next(u for u in urls if u != second)
-                for before in [first] + [other] * gap:
-                    visitor.visit_once(before, "do53", "near")
-                result = visitor.visit_once(second, "do53", "near")
-            finally:
-                visitor.close()
-            if result.error_class == "Successful" and result.on_load_ms is not None:
-                onloads[(first, second)].append(result.on_load_ms)
+    renewals = [True, False] if compare else [True]
+    cells = [(renew, first, second) for renew in renewals for second in urls for first in urls]
+    onloads: dict[tuple[bool, str, str], list[float]] = {cell: [] for cell in cells}
+    try:
+        for _ in range(visits):
+            for renew, first, second in random.sample(cells, len(cells)):
+                ReusedFirefoxSession.renew_network_observer = renew
+                visitor = Visitor(lab, results, session=SessionPolicy("reused"))
+                try:
+                    other = next(u for u in urls if u != second)
+                    for before in [first] + [other] * gap:
+                        visitor.visit_once(before, "do53", "near")
+                    result = visitor.visit_once(second, "do53", "near")
+                finally:
+                    visitor.close()
+                if result.error_class == "Successful" and result.on_load_ms is not None:
+                    onloads[(renew, first, second)].append(result.on_load_ms)
+    finally:
+        ReusedFirefoxSession.renew_network_observer = True
     rng = np.random.default_rng(2)
     print(f"\ncarry-over, {gap} visits of the other page between: a reused browser's last visit, onLoad (ms), Do53")
-    for second in urls:
-        other = next(u for u in urls if u != second)
-        same, after_other = onloads[(second, second)], onloads[(other, second)]
-        if len(same) < 3 or len(after_other) < 3:
-            print(f"  {second}: too few successful visits ({len(same)}, {len(after_other)})")
-            continue
-        low, high = ratio_interval(same, after_other, rng)
-        m_same, m_other = statistics.median(same), statistics.median(after_other)
-        p = mannwhitneyu(same, after_other).pvalue
-        print(
-            f"  {second:24} after itself {m_same:6.0f} (n={len(same)})  after {other} {m_other:6.0f} "
-            f"(n={len(after_other)})  ratio {m_same / m_other:.2f} [{low:.2f}, {high:.2f}]  p={p:.3g}"
-        )
+    for renew in renewals:
+        if compare:
+            print(f" network observer {'renewed each visit (the harness)' if renew else 'kept across visits'}:")
+        for second in urls:
+            other = next(u for u in urls if u != second)
+            same, after_other = onloads[(renew, second, second)], onloads[(renew, other, second)]
+            if len(same) < 3 or len(after_other) < 3:
+                print(f"  {second}: too few successful visits ({len(same)}, {len(after_other)})")
+                continue
+            low, high = ratio_interval(same, after_other, rng)
+            m_same, m_other = statistics.median(same), statistics.median(after_other)
+            p = mannwhitneyu(same, after_other).pvalue
+            print(
+                f"  {second:24} after itself {m_same:6.0f} (n={len(same)})  after {other} {m_other:6.0f} "
+                f"(n={len(after_other)})  ratio {m_same / m_other:.2f} [{low:.2f}, {high:.2f}]  p={p:.3g}"
+            )
 
 
 def _rss_mib() -> float:
@@ -212,6 +224,11 @@ def main() -> None:
     )
     parser.add_argument("--other-url", default="https://facebook.com/", help="the carry-over check's other site")
     parser.add_argument("--carryover-gap", type=int, default=0, help="visits of the other site in between")
+    parser.add_argument(
+        "--carryover-compare",
+        action="store_true",
+        help="the carry-over check also with the BiDi network observer kept across visits, interleaved",
+    )
     add_lab_arguments(parser)
     args = parser.parse_args()
 
@@ -243,7 +260,14 @@ def main() -> None:
             if rows:
                 report(rows, networks, protocols, link_rtt)
             if args.carryover:
-                carryover(lab, Path(tmp), args.carryover, (args.url, args.other_url), args.carryover_gap)
+                carryover(
+                    lab,
+                    Path(tmp),
+                    args.carryover,
+                    (args.url, args.other_url),
+                    args.carryover_gap,
+                    args.carryover_compare,
+                )
             if args.memory_visits:
                 memory(lab, Path(tmp), args.memory_visits, args.url)
     finally:

@@ -38,6 +38,7 @@ class BidiEventLog:
         reply = json.loads(self._ws.recv())
         if reply.get("type") != "success":
             raise RuntimeError(f"BiDi subscribe failed: {reply.get('error')}: {reply.get('message')}")
+        self._subscription: str | None = (reply.get("result") or {}).get("subscription")
         self._ws.settimeout(None)
         self._thread = threading.Thread(target=self._read, name="bidi-events", daemon=True)
         self._thread.start()
@@ -70,6 +71,18 @@ class BidiEventLog:
         if reply.get("type") != "success":
             raise RuntimeError(f"BiDi {method} failed: {reply.get('error')}: {reply.get('message')}")
         return reply.get("result") or {}
+
+    def resubscribe(self) -> None:
+        """End the subscription and subscribe again, to the same events.
+
+        Firefox serves network events through one DevTools network observer per session, made when the first
+        network event is subscribed to and dropped when the last is unsubscribed. The observer keeps every
+        server certificate it decoded, by fingerprint, for as long as it lives, so in a browser that serves
+        many visits a site seen before costs the parent less (docs/visit.md); a new observer keeps nothing.
+        """
+        params = {"subscriptions": [self._subscription]} if self._subscription else {"events": list(EVENTS)}
+        self.command("session.unsubscribe", params)
+        self._subscription = self.command("session.subscribe", {"events": list(EVENTS)}).get("subscription")
 
     def take(self) -> list[dict]:
         """The events so far, removed from the log (a browser serving many visits reads each visit's own)."""

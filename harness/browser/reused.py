@@ -5,7 +5,8 @@ running browser (each visit's arm may differ; those of the arm before are
 put back), everything a visit could leave is cleared (scripts/clear-state.js:
 Services.clearData with CLEAR_ALL, the TLS session cache, every idle
 connection closed, the browser's DoH connection with them, the DNS cache),
-and the visit gets a new tab in a new user context (WebDriver BiDi
+the BiDi subscription is made anew (Firefox's network observer behind it
+kept every server certificate it had decoded), and the visit gets a new tab in a new user context (WebDriver BiDi
 `browser.createUserContext`): cookies, storage, the HTTP cache and
 connections are partitioned by it in Firefox, so even what clearing missed
 is out of the next visit's reach. After the visit its tab and user context
@@ -43,6 +44,11 @@ _SET_PREFS = script("set-prefs")
 class ReusedFirefoxSession(FirefoxSession):
     """A `FirefoxSession` that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
     per visit, and `stop` at the end."""
+
+    #: Whether each visit gets a new BiDi subscription, and with it a new network observer in Firefox (the old
+    #: one kept every server certificate it decoded: a site seen before loaded 10-18 % faster, docs/visit.md).
+    #: False only to measure that (`benchmarks.browser_reuse --carryover N --carryover-compare`).
+    renew_network_observer = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **{**kwargs, "prefs": {**(kwargs.get("prefs") or {}), **REUSED_PREFS}})
@@ -114,6 +120,8 @@ class ReusedFirefoxSession(FirefoxSession):
                 cleared = self._in_chrome_async(self._driver, _CLEAR)  # type: ignore[arg-type]  # alive
                 if not isinstance(cleared, dict) or "error" in cleared:
                     raise RuntimeError(f"clearing failed: {cleared}")
+                if self.renew_network_observer:
+                    self._events.resubscribe()  # type: ignore[union-attr]  # alive
                 self._open_tab()
         except Exception as exc:
             self.report.driver_failure = f"reuse: {type(exc).__name__}: {_first_line(exc)}"
