@@ -224,6 +224,12 @@ def loaded(browser: Browser, url: str = PAGE) -> PageLoad:
     return load
 
 
+def begin_visit(visitor: Visitor, arm: DnsArm):
+    """Begin the reused browser's next visit (cleared, a new user context); its driver, for chrome scripts."""
+    visitor.browser.start(arm)
+    return session_of(visitor)._driver
+
+
 def session_of(visitor: Visitor):
     browser = visitor.browser
     assert isinstance(browser, Firefox) and browser._reused is not None
@@ -269,8 +275,7 @@ def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_o
         assert "www.google.com" in cached_names and open_sockets, (cached_names, open_sockets)
         browser.stop()
 
-        browser.start(arm)  # the next visit: cleared, a new user context
-        driver = session_of(visitor)._driver
+        driver = begin_visit(visitor, arm)  # the next visit: cleared, a new user context
         with netns.entered(visitor.client.namespace):
             assert FirefoxSession._in_chrome_async(driver, DNS_CACHE) == []
             assert FirefoxSession._in_chrome_async(driver, SOCKETS) == []
@@ -327,8 +332,7 @@ def _resumed(connections: dict[int, str]) -> str:
 def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
     visitor = reused()
     with do53_arm_and_browser(visitor) as (arm, browser):
-        browser.start(arm)
-        driver = session_of(visitor)._driver
+        driver = begin_visit(visitor, arm)
         with netns.entered(visitor.client.namespace):
             FirefoxSession._in_chrome(driver, ALT_SVC, True)
             try:
@@ -341,8 +345,7 @@ def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
             kept = FirefoxSession._in_chrome(driver, ALT_SVC_KEYS)
             browser.stop()
 
-            browser.start(arm)  # the next visit: cleared, a new user context
-            driver = session_of(visitor)._driver
+            driver = begin_visit(visitor, arm)  # the next visit: cleared, a new user context
             left = FirefoxSession._in_chrome(driver, ALT_SVC_KEYS)
         browser.stop()
     print(f"alt-svc keys: after the visit {kept}, at the next {left}")
@@ -368,8 +371,7 @@ def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_
             wait_for(hinted, 10, "the hinted connection and name")
             browser.stop()
 
-            browser.start(arm)  # the next visit: cleared, a new user context
-            driver = session_of(visitor)._driver
+            driver = begin_visit(visitor, arm)  # the next visit: cleared, a new user context
             names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
             sockets = FirefoxSession._in_chrome_async(driver, SOCKETS)
         browser.stop()
@@ -382,8 +384,7 @@ def test_no_certificate_the_network_observer_decoded_in_a_visit_is_kept_for_the_
     # parent's main thread and keeps it; kept across visits, a site seen before loaded 10-18 % faster.
     visitor = reused()
     with do53_arm_and_browser(visitor) as (arm, browser):
-        browser.start(arm)
-        driver = session_of(visitor)._driver
+        driver = begin_visit(visitor, arm)
         with netns.entered(visitor.client.namespace):
             FirefoxSession._in_chrome(driver, CERTIFICATES)  # the wrapper, before the first response
             loaded(browser)
@@ -393,8 +394,7 @@ def test_no_certificate_the_network_observer_decoded_in_a_visit_is_kept_for_the_
             control = FirefoxSession._in_chrome(driver, CERTIFICATES)
             browser.stop()
 
-            browser.start(arm)  # the next visit: a new subscription, a new observer
-            driver = session_of(visitor)._driver
+            driver = begin_visit(visitor, arm)  # the next visit: a new subscription, a new observer
             loaded(browser)
             second = FirefoxSession._in_chrome(driver, CERTIFICATES)
         browser.stop()

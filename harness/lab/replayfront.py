@@ -71,10 +71,11 @@ def file_answers(index: ExchangeIndex, address_of: dict[str, str], objects: Path
         for query, e, site in candidates:
             target = path + ("?" + query if query else "")
             key = f"{address_of.get(host, '')} {host} {method} {target}"
-            if key in seen or not _servable(e, host, method, key, address_of):
-                seen.add(key)
-                continue
+            if key in seen:
+                continue  # a duplicate: the first answers, here as in the replay server
             seen.add(key)
+            if not _servable(e, host, method, key, address_of):
+                continue  # the first is the replay server's, and so are its duplicates
             headers = response_headers(e)
             number = len(answers) + 1
             (objects / str(number)).write_bytes(body_for(e, site))
@@ -88,7 +89,7 @@ def _servable(e: Exchange, host: str, method: str, key: str, address_of: dict[st
     """True when nginx can send the exchange exactly as the replay server would."""
     if method != "GET" or e.status != 200 or host not in address_of or len(key.encode()) > MAX_KEY:
         return False
-    if _CONTROL.search(key):
+    if _CONTROL.search(key):  # a URL nginx's configuration cannot hold
         return False
     return all(_TOKEN.match(k) and not _CONTROL.search(v) for k, v in response_headers(e))
 
