@@ -15,7 +15,7 @@ from harness.browser.har import read_har
 from harness.lab import faults
 from harness.lab.lab import OUTSIDE_NAME
 from harness.lab.zones import LAB_ZONE
-from harness.visit import Visitor
+from harness.visit import ONLOAD_TOLERANCE_MS, Visitor
 from tests.helpers import explain, visit_retrying_harness_failures
 
 pytestmark = pytest.mark.lab
@@ -64,9 +64,10 @@ def test_each_arm_loads_a_page_in_chromium_and_proves_its_transport(chromium, pr
     assert result.error_class == "Successful", explain(result)
     assert result.proof["valid"], result.proof
     assert result.on_load_ms and result.fcp_ms and result.bidi_on_load_ms
-    # Chromium's BiDi navigationStarted comes before the page's own navigation start: BiDi's onLoad is later
-    # (9 to 85 ms in the lab), never earlier; docs/visit.md
-    assert result.bidi_on_load_ms >= result.on_load_ms - 5
+    # Chromium's BiDi navigationStarted usually comes before the page's own navigation start: BiDi's onLoad is
+    # later (9 to 85 ms in the lab), but once 10.5 ms earlier (doh3, clean-clone CI); never earlier by more
+    # than the cross-check's own tolerance (docs/visit.md)
+    assert result.bidi_on_load_ms >= result.on_load_ms - ONLOAD_TOLERANCE_MS, explain(result)
     assert result.versions["chromium"].startswith("156.") and result.versions["chromedriver"] == result.versions[
         "chromium"]  # fmt: skip
     values = result.browser_dns["values"]
