@@ -9,13 +9,16 @@ with reused-warm, the measured onLoad drop against the expected one (the
 handshake round trips of the arm's transport times the link's added RTT);
 the median harness overhead per visit (wall minus onLoad) and visits per
 hour per mode; and the reused browser's memory (PSS) over the visits of
-one session under the restart policy (`--memory-visits`); and, with `--carryover`, whether what makes a
-reused browser faster is state of the site that outlived the clearing or the browser's first page.
+one session under the restart policy (`--memory-visits`); with `--carryover`, whether what makes a
+reused browser faster is state of the site that outlived the clearing or the browser's first page; and,
+with `--instrumentation-compare`, what WebDriver BiDi's network events cost onLoad against the harness's
+own request recorder (every mode both ways, interleaved).
 
     .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 20   # site state or first page?
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 12 --carryover-compare   # observer kept too
+    .venv/bin/python -m benchmarks.browser_reuse --visits 20 --networks wired --instrumentation-compare
 """
 
 from __future__ import annotations
@@ -118,6 +121,25 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
             )
 
 
+def report_instrumentation(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
+    """onLoad with the harness's request recorder against WebDriver BiDi's network events, per mode and arm."""
+    rng = np.random.default_rng(3)
+    print("\nonLoad (ms), the recorder against BiDi's network events: medians, ratio recorder/BiDi [95 % CI], p")
+    for net in networks:
+        for mode in modes:
+            for protocol in protocols:
+                bidi = [r["onload"] for r in rows.get((net, f"{mode}+bidi", protocol), []) if r["ok"]]
+                rec = [r["onload"] for r in rows.get((net, mode, protocol), []) if r["ok"]]
+                if len(bidi) < 3 or len(rec) < 3:
+                    continue
+                low, high = ratio_interval(rec, bidi, rng)
+                b, c = statistics.median(bidi), statistics.median(rec)
+                print(
+                    f"{net:6} {mode:12} {protocol:5} n={len(bidi):3}/{len(rec):3}  BiDi {b:7.0f}  recorder {c:7.0f}  "
+                    f"ratio {c / b:.3f} [{low:.3f}, {high:.3f}]  p={mannwhitneyu(rec, bidi).pvalue:.3g}"
+                )
+
+
 def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
     """One reused session under the study's default restart policy, ``visits`` Do53 visits: the browser's PSS
     every ``every`` visits and at each restart, and this process's RSS, to show both bounded."""
@@ -156,9 +178,11 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
     (the same last pages either way): carried state makes "after itself" faster for both pages; the weight of
     the page before makes both faster after the lighter page. With ``compare``, every such browser runs twice,
     in random order: as the harness runs it, and keeping the BiDi network observer across visits (as before
-    `ReusedFirefoxSession.renew_network_observer`), to show what renewing it removes."""
+    `ReusedFirefoxSession.renew_network_observer`), to show what renewing it removes; both then with BiDi's
+    network events (the recorder, the harness's default, has no observer)."""
     from harness.browser.base import SessionPolicy
     from harness.browser.reused import ReusedFirefoxSession
+    from harness.browser.session import FirefoxSession
     from harness.visit import Visitor
 
     renewals = [True, False] if compare else [True]
@@ -168,6 +192,7 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
         for _ in range(visits):
             for renew, first, second in random.sample(cells, len(cells)):
                 ReusedFirefoxSession.renew_network_observer = renew
+                FirefoxSession.network_events = "bidi" if compare else "recorder"
                 visitor = Visitor(lab, results, session=SessionPolicy("reused"))
                 try:
                     other = next(u for u in urls if u != second)
@@ -180,6 +205,7 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
                     onloads[(renew, first, second)].append(result.on_load_ms)
     finally:
         ReusedFirefoxSession.renew_network_observer = True
+        FirefoxSession.network_events = "recorder"
     rng = np.random.default_rng(2)
     print(f"\ncarry-over, {gap} visits of the other page between: a reused browser's last visit, onLoad (ms), Do53")
     for renew in renewals:
@@ -229,15 +255,23 @@ def main() -> None:
         action="store_true",
         help="the carry-over check also with the BiDi network observer kept across visits, interleaved",
     )
+    parser.add_argument(
+        "--instrumentation-compare",
+        action="store_true",
+        help="every mode also with WebDriver BiDi's network events instead of the harness's recorder, interleaved",
+    )
     add_lab_arguments(parser)
     args = parser.parse_args()
 
     from harness.browser.base import SessionPolicy
+    from harness.browser.session import FirefoxSession
     from harness.shaping.link_profile import load_link_profile
     from harness.shaping.shaper import Shaper
     from harness.visit import Visitor
 
     networks, protocols, modes = args.networks.split(","), args.protocols.split(","), args.modes.split(",")
+    sources = ["recorder", "bidi"] if args.instrumentation_compare else ["recorder"]
+    cells = [(mode, source) for mode in modes for source in sources]
     lab = fresh_lab(args)
     rows: dict = {}
     link_rtt = {n: load_link_profile(n).round_trip()["added_rtt_ms"] for n in networks}
@@ -252,13 +286,18 @@ def main() -> None:
             for net in networks if args.visits else []:  # --visits 0: the memory run alone
                 shaper.apply(load_link_profile(net))
                 for block in range(max(1, args.visits // args.per_block)):
-                    for mode in random.sample(modes, len(modes)):
+                    for mode, source in random.sample(cells, len(cells)):
                         visitors[mode].network = net
-                        run_block(visitors[mode], protocols, args.per_block, args.url, rows, mode, net)
+                        FirefoxSession.network_events = source  # read when a block's browser starts
+                        label = mode if source == "recorder" else f"{mode}+bidi"
+                        run_block(visitors[mode], protocols, args.per_block, args.url, rows, label, net)
                     print(f"{net}: block {block + 1} of every mode done", flush=True)
+            FirefoxSession.network_events = "recorder"
             shaper.clear()
             if rows:
                 report(rows, networks, protocols, link_rtt)
+            if args.instrumentation_compare:
+                report_instrumentation(rows, networks, protocols, modes)
             if args.carryover:
                 carryover(
                     lab,

@@ -35,10 +35,12 @@ def test_every_script_is_loaded_by_the_session_and_none_is_missing():
         "navigation",
         "paint",
         "read-addresses",
+        "read-network",
         "read-prefs",
         "resolve",
         "set-prefs",
         "watch-addresses",
+        "watch-network",
     ]
     assert loaded == on_disk  # every file is used, and everything used is a file
     # WebDriver function bodies that hand back a value: returned, or given to the callback of an asynchronous one

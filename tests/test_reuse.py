@@ -23,7 +23,7 @@ from harness import netns
 from harness.arms.base import DnsArm
 from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.firefox import Firefox
-from harness.browser.reused import dns_queries_in_flight, process_state
+from harness.browser.reused import ReusedFirefoxSession, dns_queries_in_flight, process_state
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.lab import faults
@@ -379,9 +379,38 @@ def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_
     assert names == [] and sockets == [], (names, sockets)
 
 
-def test_no_certificate_the_network_observer_decoded_in_a_visit_is_kept_for_the_next(reused):
-    # The observer that serves BiDi's network events decodes each server certificate in JavaScript on the
-    # parent's main thread and keeps it; kept across visits, a site seen before loaded 10-18 % faster.
+def test_the_harness_s_recorder_runs_no_devtools_network_observer_and_misses_no_request(reused, monkeypatch):
+    # BiDi's network events come from a DevTools observer that passes every response body through JavaScript
+    # on the parent's main thread and decodes every server certificate there: onLoad doubled on the lab. The
+    # harness records the requests itself (scripts/watch-network.js), so no certificate is decoded in a visit,
+    # and the HAR is as whole. CONTROL: with BiDi's network events, the wrapper sees each one decoded.
+    loads: dict[str, tuple[list, PageLoad]] = {}
+    for source in ("recorder", "bidi"):
+        monkeypatch.setattr(FirefoxSession, "network_events", source)
+        visitor = reused()
+        with do53_arm_and_browser(visitor) as (arm, browser):
+            driver = begin_visit(visitor, arm)
+            with netns.entered(visitor.client.namespace):
+                FirefoxSession._in_chrome(driver, CERTIFICATES)  # the wrapper, before the first response
+                load = loaded(browser)
+                loads[source] = (FirefoxSession._in_chrome(driver, CERTIFICATES), load)
+            browser.stop()
+    (recorded, by_recorder), (decoded, by_bidi) = loads["recorder"], loads["bidi"]
+    print(f"certificates decoded: recorder {len(recorded)}, bidi {len(decoded)}; ", end="")
+    print(f"responses: recorder {len(requested(by_recorder))}, bidi {len(requested(by_bidi))}")
+    assert recorded == [] and len({fingerprint for fingerprint, _ in decoded}) > 5, (recorded, decoded)
+    assert requested(by_recorder) == requested(by_bidi) and len(requested(by_recorder)) > 20
+    entries = {e["params"]["request"]["url"]: e["params"] for e in by_recorder.events if "response" in e["params"]}
+    main = entries[PAGE]
+    assert main["response"]["status"] == 200 and main["response"]["protocol"] == "h2", main
+    assert main["request"]["timings"]["dnsStart"] > 0 and main["response"]["bytesReceived"] > 0, main
+
+
+def test_no_certificate_the_network_observer_decoded_in_a_visit_is_kept_for_the_next(reused, monkeypatch):
+    # With BiDi's network events (a measuring option): the observer that serves them decodes each server
+    # certificate in JavaScript on the parent's main thread and keeps it; kept across visits, a site seen
+    # before loaded 10-18 % faster.
+    monkeypatch.setattr(FirefoxSession, "network_events", "bidi")
     visitor = reused()
     with do53_arm_and_browser(visitor) as (arm, browser):
         driver = begin_visit(visitor, arm)
@@ -467,15 +496,52 @@ def test_a_hung_browser_is_a_harness_failure_and_the_next_visit_gets_a_new_one(l
     try:
         assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
         parent = parent_pid(visitor)
-        # It hangs during the next visit (a stopped browser before a visit is replaced at once, unseen).
+        # It hangs during the next visit (a stopped browser before a visit is replaced at once, unseen): a page
+        # that never answers (the lab's tarpit) keeps the visit open past the freeze, however fast it begins.
         freeze = threading.Timer(0.5, os.kill, (parent, signal.SIGSTOP))
         freeze.start()
-        hung = visitor.visit_once(PAGE, "do53", "near")
+        hung = visitor.visit_once("https://hang.lab.test/", "do53", "near")
         freeze.join()
         assert hung.counted is False and hung.error_class == "Infrastructure Failure", hung.detail
         after = visitor.visit_once(PAGE, "do53", "near")
         assert after.error_class == "Successful" and after.session_ordinal == 1, after.detail
         assert after.browser_restart in ("watchdog", "not answering") and parent_pid(visitor) != parent
+    finally:
+        visitor.close()
+        if parent is not None:
+            subprocess.run(["kill", "-CONT", str(parent)], capture_output=True)
+
+
+def test_a_browser_that_hangs_as_its_visit_ends_is_killed_and_the_visit_stands(lab, tmp_path, monkeypatch):
+    """The visit's tab is closed under its watchdog: a browser that hangs then is killed, not waited for."""
+    visitor = Visitor(lab, tmp_path, timeout=5.0, margin=3.0, session=SessionPolicy("reused"))
+    end_visit = ReusedFirefoxSession.end_visit
+
+    def freeze_then_end(session: ReusedFirefoxSession) -> None:
+        # The browser stops after the visit's user context is removed: the WebDriver command after it waits.
+        events, command = session._events, session._events.command  # type: ignore[union-attr]  # alive
+
+        def command_then_freeze(method: str, params: dict, timeout: float = 10.0) -> dict:
+            result = command(method, params, timeout)
+            if method == "browser.removeUserContext":
+                os.kill(parent_pid(visitor), signal.SIGSTOP)
+            return result
+
+        events.command = command_then_freeze  # type: ignore[method-assign,union-attr]
+        end_visit(session)
+
+    parent = None
+    try:
+        assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+        parent = parent_pid(visitor)
+        monkeypatch.setattr(ReusedFirefoxSession, "end_visit", freeze_then_end)
+        ended = visitor.visit_once(PAGE, "do53", "near")
+        monkeypatch.undo()
+        assert ended.error_class == "Successful" and ended.counted, ended.detail  # measured before the hang
+        wait_for(lambda: dead(parent), 10, "the hung browser to be killed")
+        after = visitor.visit_once(PAGE, "do53", "near")
+        assert after.error_class == "Successful" and after.session_ordinal == 1, after.detail
+        assert after.browser_restart == "watchdog" and parent_pid(visitor) != parent
     finally:
         visitor.close()
         if parent is not None:

@@ -12,21 +12,24 @@ import time
 
 import websocket
 
-EVENTS = (
+NETWORK_EVENTS = (
     "network.beforeRequestSent",
     "network.responseStarted",
     "network.responseCompleted",
     "network.fetchError",
+)
+NAVIGATION_EVENTS = (
     "browsingContext.navigationStarted",
     "browsingContext.domContentLoaded",
     "browsingContext.load",
 )
+EVENTS = NETWORK_EVENTS + NAVIGATION_EVENTS
 
 
 class BidiEventLog:
-    """Collects BiDi events from ``url`` until closed."""
+    """Collects BiDi events (``names``, by default every one the HAR needs) from ``url`` until closed."""
 
-    def __init__(self, url: str, timeout: float = 10.0):
+    def __init__(self, url: str, timeout: float = 10.0, names: tuple[str, ...] = EVENTS):
         # Firefox refuses websocket upgrades that carry an Origin header.
         self._ws = websocket.create_connection(url, suppress_origin=True, timeout=timeout)
         self.events: list[dict] = []
@@ -34,7 +37,8 @@ class BidiEventLog:
         self._replies: dict[int, dict] = {}  # command replies by id, for `command`
         self._replied = threading.Condition(self._lock)
         self._next_id = 2
-        self._send({"id": 1, "method": "session.subscribe", "params": {"events": list(EVENTS)}})
+        self._names = names
+        self._send({"id": 1, "method": "session.subscribe", "params": {"events": list(names)}})
         reply = json.loads(self._ws.recv())
         if reply.get("type") != "success":
             raise RuntimeError(f"BiDi subscribe failed: {reply.get('error')}: {reply.get('message')}")
@@ -80,9 +84,9 @@ class BidiEventLog:
         server certificate it decoded, by fingerprint, for as long as it lives, so in a browser that serves
         many visits a site seen before costs the parent less (docs/visit.md); a new observer keeps nothing.
         """
-        params = {"subscriptions": [self._subscription]} if self._subscription else {"events": list(EVENTS)}
+        params = {"subscriptions": [self._subscription]} if self._subscription else {"events": list(self._names)}
         self.command("session.unsubscribe", params)
-        self._subscription = self.command("session.subscribe", {"events": list(EVENTS)}).get("subscription")
+        self._subscription = self.command("session.subscribe", {"events": list(self._names)}).get("subscription")
 
     def take(self) -> list[dict]:
         """The events so far, removed from the log (a browser serving many visits reads each visit's own)."""

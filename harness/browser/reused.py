@@ -45,9 +45,10 @@ class ReusedFirefoxSession(FirefoxSession):
     """A `FirefoxSession` that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
     per visit, and `stop` at the end."""
 
-    #: Whether each visit gets a new BiDi subscription, and with it a new network observer in Firefox (the old
-    #: one kept every server certificate it decoded: a site seen before loaded 10-18 % faster, docs/visit.md).
-    #: False only to measure that (`benchmarks.browser_reuse --carryover N --carryover-compare`).
+    #: With BiDi's network events (`network_events = "bidi"`): whether each visit gets a new BiDi subscription,
+    #: and with it a new network observer in Firefox (the old one kept every server certificate it decoded: a
+    #: site seen before loaded 10-18 % faster, docs/visit.md). False only to measure that
+    #: (`benchmarks.browser_reuse --carryover N --carryover-compare`). The recorder keeps no such thing.
     renew_network_observer = True
 
     def __init__(self, *args, **kwargs):
@@ -120,7 +121,7 @@ class ReusedFirefoxSession(FirefoxSession):
                 cleared = self._in_chrome_async(self._driver, _CLEAR)  # type: ignore[arg-type]  # alive
                 if not isinstance(cleared, dict) or "error" in cleared:
                     raise RuntimeError(f"clearing failed: {cleared}")
-                if self.renew_network_observer:
+                if self.network_events == "bidi" and self.renew_network_observer:
                     self._events.resubscribe()  # type: ignore[union-attr]  # alive
                 self._open_tab()
         except Exception as exc:
@@ -152,6 +153,7 @@ class ReusedFirefoxSession(FirefoxSession):
         self._tab = created["context"]
         self._driver.switch_to.window(self._tab)
         self._events.take()
+        self.drop_requests()
 
     def load(self, url: str) -> PageLoad:
         """Navigate and collect, unless the visit's preparation failed."""
@@ -160,11 +162,10 @@ class ReusedFirefoxSession(FirefoxSession):
         return super().load(url)
 
     def end_visit(self) -> None:
-        """Close the visit's tab and user context, back to the first tab; a browser that fails at it is killed
+        """Close the visit's tab and user context, back to the first tab, still under the visit's watchdog (a
+        WebDriver command to a browser that hangs never returns); a browser that fails or hangs at it is killed
         (the visit stands: it was measured before)."""
         t = time.monotonic()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
         try:
             if self.alive and self._events is not None and self._driver is not None:
                 if self._tab is not None:
@@ -174,6 +175,9 @@ class ReusedFirefoxSession(FirefoxSession):
                 self._driver.switch_to.window(self._home)  # type: ignore[arg-type]  # alive
         except Exception:  # the visit was measured; its browser goes, and the next visit gets a new one
             self.kill()
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
         self._tab = self._user_context = None
         self.report.phases["shutdown"] = self.report.phases.get("shutdown", 0.0) + time.monotonic() - t
 

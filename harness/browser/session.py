@@ -29,7 +29,7 @@ from selenium.webdriver.firefox.options import Options
 from harness import netns
 from harness.browser.account import BrowserAccount
 from harness.browser.base import PageLoad
-from harness.browser.bidi import BidiEventLog
+from harness.browser.bidi import EVENTS, NAVIGATION_EVENTS, BidiEventLog
 from harness.browser.har import PageInfo
 from harness.browser.prefs import user_js
 from harness.browser.scripts import script
@@ -37,9 +37,11 @@ from harness.paths import BUILD_BIN, FIREFOX
 
 GECKODRIVER = BUILD_BIN / "geckodriver"  # a symlink into /opt (see scripts/setup.sh)
 
-# WebDriver scripts (harness/browser/scripts/): the first three run in Firefox's parent process.
+# WebDriver scripts (harness/browser/scripts/): the first five run in Firefox's parent process.
 _WATCH_ADDRESSES = script("watch-addresses")
 _READ_ADDRESSES = script("read-addresses")
+_WATCH_NETWORK = script("watch-network")
+_READ_NETWORK = script("read-network")
 _READ_PREFS = script("read-prefs")
 _NAVIGATION = script("navigation")
 _PAINT = script("paint")
@@ -52,6 +54,13 @@ class FirefoxSession:
     Single-use. The watchdog runs from `start` to `stop`: at timeout + margin it kills the browser and
     everything of the account here, whatever hangs (the browser, geckodriver or the connection to it).
     """
+
+    #: Where the HAR's requests come from. "recorder": scripts/watch-network.js, three observer calls per request
+    #: in the parent; BiDi gives the navigation events only. "bidi": WebDriver BiDi's network events, whose
+    #: DevTools network observer passes every response body through JavaScript on the parent's main thread and
+    #: doubled the lab's onLoad (docs/visit.md); only to measure that (`benchmarks.browser_reuse
+    #: --instrumentation-compare`).
+    network_events = "recorder"
 
     def __init__(
         self,
@@ -297,8 +306,11 @@ class FirefoxSession:
             driver.command_executor.add_command(  # type: ignore[union-attr]  # a RemoteConnection, as built above
                 "SET_CONTEXT", "POST", "/session/$sessionId/moz/context"
             )
-            events = BidiEventLog(driver.capabilities["webSocketUrl"])
+            recorder = self.network_events == "recorder"
+            events = BidiEventLog(driver.capabilities["webSocketUrl"], names=NAVIGATION_EVENTS if recorder else EVENTS)
             self._in_chrome(driver, _WATCH_ADDRESSES)
+            if recorder:
+                self._in_chrome(driver, _WATCH_NETWORK)
             self._events = events
         except Exception as exc:  # no browser, no visit: the harness failed, not the page
             report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
@@ -317,8 +329,10 @@ class FirefoxSession:
         report.phases["navigation"] = time.monotonic() - t
 
     def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
-        """What the page reports (navigation, paint, server addresses, preferences), then the BiDi events."""
+        """What the page reports (navigation, paint, server addresses, preferences), then the BiDi events and
+        the requests (once every request seen has ended, or after half a second)."""
         report, t = self.report, time.monotonic()
+        network: list[dict] = []
         try:
             if report.driver_failure is None:
                 seen = driver.execute_script(_NAVIGATION)
@@ -329,14 +343,30 @@ class FirefoxSession:
                 report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
                 report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []
                 report.prefs = self._in_chrome(driver, _READ_PREFS, self.read_prefs) if self.read_prefs else {}
-                events.settle()
+                if self.network_events == "recorder":
+                    network = self._settled_requests(driver)
+                else:
+                    events.settle()
         except Exception as exc:
             report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
-        report.events = self._take_events(events)
+        report.events = self._take_events(events) + network
         report.bidi_on_load_ms = _bidi_on_load(report.events)
         if report.watchdog_fired and report.driver_failure is None:
             report.driver_failure = "watchdog: the visit overran its time budget"
         report.phases["collect"] = time.monotonic() - t
+
+    def _settled_requests(self, driver: webdriver.Remote, max_wait: float = 0.5) -> list[dict]:
+        """The recorded requests as BiDi network events, taken from the recorder once none is open (or at
+        ``max_wait``): a request still open then is in the HAR unanswered."""
+        deadline = time.monotonic() + max_wait
+        while self._in_chrome(driver, _READ_NETWORK, False)["open"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self._in_chrome(driver, _READ_NETWORK, True)["events"]
+
+    def drop_requests(self) -> None:
+        """Forget the requests recorded so far (a browser that serves many visits, before each)."""
+        if self.network_events == "recorder" and self._driver is not None:
+            self._in_chrome(self._driver, _READ_NETWORK, True)
 
     def resolve(self, name: str) -> str | None:
         """Resolve ``name`` through the running browser's resolver (a warm connection); the error, or None."""
