@@ -65,6 +65,7 @@ def run_block(visitor, protocols: list[str], per_block: int, url: str, rows: dic
                     "wall": wall,
                     "handshakes": result.resolver_handshakes,
                     "open": result.first_query_open,
+                    "ordinal": result.session_ordinal,
                     "detail": result.detail,
                 }
             )
@@ -88,6 +89,7 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
                 f"{net:6} {protocol:5} n={len(fresh):3}/{len(cold):3}  fresh {f:7.0f}  reused {c:7.0f}  "
                 f"ratio {c / f:.3f} [{low:.3f}, {high:.3f}]  p={p:.3f}"
             )
+    first_pages(rows, networks, protocols, rng)
     print("\nreused-warm against reused-cold: onLoad median drop (ms), expected = handshake RTTs x added RTT")
     for net in networks:
         for protocol in protocols:
@@ -119,6 +121,28 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
                 f"{net:6} {mode:12} n={len(data):4}  overhead {overhead:.3f}  {3600 / wall:6.0f} visits/h  "
                 f"failures {len(failed)}" + (f" ({failed[0][:80]})" if failed else "")
             )
+
+
+def first_pages(rows: dict, networks: list[str], protocols: list[str], rng: np.random.Generator) -> None:
+    """A reused browser's first visit and its later ones, each against fresh browsers: every visit's onLoad as a
+    share of the fresh median of its arm, pooled over the arms. If the first is like a fresh browser's and only
+    the later ones are faster, what reuse changes is the browser's first page, not state a visit left."""
+    print("\nreused-cold by its place in the browser's life: onLoad / fresh-cold median of the arm [95 % CI]")
+    for net in networks:
+        shares: dict[str, list[float]] = {"first visit": [], "later visits": []}
+        for protocol in protocols:
+            fresh = [r["onload"] for r in rows.get((net, "fresh-cold", protocol), []) if r["ok"]]
+            if len(fresh) < 3:
+                continue
+            for r in rows.get((net, "reused-cold", protocol), []):
+                if r["ok"] and r["ordinal"] is not None:
+                    key = "first visit" if r["ordinal"] == 1 else "later visits"
+                    shares[key].append(r["onload"] / statistics.median(fresh))
+        for key, values in shares.items():
+            if len(values) >= 3:
+                boot = [np.median(rng.choice(values, len(values))) for _ in range(2000)]
+                low, high = np.percentile(boot, [2.5, 97.5])
+                print(f"{net:6} {key:13} n={len(values):4}  {statistics.median(values):.3f} [{low:.3f}, {high:.3f}]")
 
 
 def report_instrumentation(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:

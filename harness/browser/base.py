@@ -2,7 +2,7 @@
 
 A visit needs from a browser only this: `start` it for a DNS arm, `load` one
 URL within a time limit and collect what the page reports (`PageLoad`: the
-BiDi events the HAR is built from, onLoad, DOMContentLoaded, FCP, LCP, the
+network events, in WebDriver BiDi's shape, the HAR is built from, onLoad, DOMContentLoaded, FCP, LCP, the
 navigation's outcome), `stop` it, and the HAR of what it loaded (`har`).
 From the place it needs the client namespace, whether to trust the place's
 CA, the account it runs as and the arm's preferences. Adding a browser, or
@@ -45,7 +45,9 @@ class PageLoad:
     page: PageInfo | None = None
     bidi_on_load_ms: float | None = None
     next_hop_protocol: str | None = None
-    events: list[dict] = field(default_factory=list)  # the WebDriver BiDi events the HAR is built from
+    # The BiDi navigation events and the network events (Chromium's from BiDi, Firefox's from the harness's
+    # recorder in BiDi's shape) the HAR is built from.
+    events: list[dict] = field(default_factory=list)
     driver_failure: str | None = None  # the driver or browser failed (not the page)
     watchdog_fired: bool = False
     phases: dict[str, float] = field(default_factory=dict)

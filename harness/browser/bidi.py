@@ -1,5 +1,10 @@
 """A WebDriver BiDi event log: one websocket, subscribed before navigation, read on a thread.
 
+Chromium's visits subscribe to the network and navigation events; Firefox's to
+the navigation events only: its network events come from a DevTools observer
+that doubled the lab's onLoad, and the harness records Firefox's requests itself
+(harness/browser/scripts/watch-network.js).
+
 We speak BiDi over a raw websocket: Selenium's own BiDi helper stalled
 quit() for about 10 s in 3 of 15 probe visits; this did not in 39.
 """

@@ -1,8 +1,10 @@
-"""Assemble HAR 1.2 from WebDriver BiDi network events (our own small recorder).
+"""Assemble HAR 1.2 from network events in WebDriver BiDi's shape (our own small recorder).
 
-Sources: the BiDi events of one navigation; the server address of each
-response, observed inside the browser (BiDi does not report it); and Navigation
-Timing, which gives onLoad and onContentLoad (BiDi network DNS times are not
+Sources: the network events of one navigation (Chromium's from BiDi; Firefox's
+from the harness's request recorder, scripts/watch-network.js, since BiDi's
+observer doubled Firefox's onLoad); BiDi's navigation events; the server address
+of each response, observed inside the browser (BiDi does not report it); and
+Navigation Timing, which gives onLoad and onContentLoad (network DNS times are not
 trustworthy and are kept only as the HAR's `dns` field).
 """
 

@@ -5,8 +5,9 @@ running browser (each visit's arm may differ; those of the arm before are
 put back), everything a visit could leave is cleared (scripts/clear-state.js:
 Services.clearData with CLEAR_ALL, the TLS session cache, every idle
 connection closed, the browser's DoH connection with them, the DNS cache),
-the BiDi subscription is made anew (Firefox's network observer behind it
-kept every server certificate it had decoded), and the visit gets a new tab in a new user context (WebDriver BiDi
+the request recorder forgets what it saw (with BiDi's network events instead,
+the subscription is made anew: the network observer behind them kept every
+server certificate it had decoded), and the visit gets a new tab in a new user context (WebDriver BiDi
 `browser.createUserContext`): cookies, storage, the HTTP cache and
 connections are partitioned by it in Firefox, so even what clearing missed
 is out of the next visit's reach. After the visit its tab and user context
@@ -146,7 +147,8 @@ class ReusedFirefoxSession(FirefoxSession):
         self._originals = {n: self._originals[n] if n in self._originals else before[n] for n in prefs}
 
     def _open_tab(self) -> None:
-        """A new user context and a tab in it, which the driver switches to; events so far are dropped."""
+        """A new user context and a tab in it, which the driver switches to; events and requests so far are
+        dropped."""
         assert self._events is not None and self._driver is not None  # alive
         self._user_context = self._events.command("browser.createUserContext", {})["userContext"]
         created = self._events.command("browsingContext.create", {"type": "tab", "userContext": self._user_context})
