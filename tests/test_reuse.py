@@ -7,6 +7,7 @@ page or Firefox's own services), a control shows the test can see it, and the ne
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -65,6 +66,9 @@ HSTS = """const sss = Cc["@mozilla.org/ssservice;1"].getService(Ci.nsISiteSecuri
 const uri = Services.io.newURI(arguments[0]);
 if (arguments[1]) sss.processHeader(uri, "max-age=100000", {});
 return sss.isSecureURI(uri, {});"""
+# Chrome: Firefox's HTTPS-Only mode on (arguments[0] true) or off: it upgrades an http:// URL by an internal
+# redirect, whose first channel never connects.
+HTTPS_ONLY = 'Services.prefs.setBoolPref("dom.security.https_only_mode", arguments[0]); return true;'
 # Chrome: with arguments[0], every response of google.com from now on says an alternative service, as a site's
 # would (the lab's server sends none); without, no more. Then the alt-svc mappings Firefox keeps, by key.
 ALT_SVC = """if (arguments[0]) {
@@ -385,6 +389,7 @@ def test_the_harness_s_recorder_runs_no_devtools_network_observer_and_misses_no_
     # harness records the requests itself (scripts/watch-network.js), so no certificate is decoded in a visit,
     # and the HAR is as whole. CONTROL: with BiDi's network events, the wrapper sees each one decoded.
     loads: dict[str, tuple[list, PageLoad]] = {}
+    upgraded = None
     for source in ("recorder", "bidi"):
         monkeypatch.setattr(FirefoxSession, "network_events", source)
         visitor = reused()
@@ -392,8 +397,12 @@ def test_the_harness_s_recorder_runs_no_devtools_network_observer_and_misses_no_
             driver = begin_visit(visitor, arm)
             with netns.entered(visitor.client.namespace):
                 FirefoxSession._in_chrome(driver, CERTIFICATES)  # the wrapper, before the first response
-                load = loaded(browser)
+                load = dataclasses.replace(loaded(browser))  # the next load in this visit reuses its report
                 loads[source] = (FirefoxSession._in_chrome(driver, CERTIFICATES), load)
+                if source == "recorder":  # an http:// URL in HTTPS-Only mode: upgraded before it connects
+                    FirefoxSession._in_chrome(driver, HTTPS_ONLY, True)
+                    upgraded = loaded(browser, "http://google.com/")
+                    FirefoxSession._in_chrome(driver, HTTPS_ONLY, False)
             browser.stop()
     (recorded, by_recorder), (decoded, by_bidi) = loads["recorder"], loads["bidi"]
     print(f"certificates decoded: recorder {len(recorded)}, bidi {len(decoded)}; ", end="")
@@ -404,6 +413,9 @@ def test_the_harness_s_recorder_runs_no_devtools_network_observer_and_misses_no_
     main = entries[PAGE]
     assert main["response"]["status"] == 200 and main["response"]["protocol"] == "h2", main
     assert main["request"]["timings"]["dnsStart"] > 0 and main["response"]["bytesReceived"] > 0, main
+    # The internal redirect's first channel never connects, answers or ends: it is no request, not an open one.
+    assert upgraded is not None and PAGE in requested(upgraded), upgraded
+    assert not [e for e in upgraded.events if e["method"] in ("network.beforeRequestSent", "network.fetchError")]
 
 
 def test_no_certificate_the_network_observer_decoded_in_a_visit_is_kept_for_the_next(reused, monkeypatch):

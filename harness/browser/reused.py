@@ -64,15 +64,14 @@ class ReusedFirefoxSession(FirefoxSession):
     def start(self) -> None:
         """Start the browser as a fresh session does; its watchdog then covers only the start (one per visit)."""
         super().start()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
         if self._driver is not None and self._events is not None and self._driver_proc is not None:
             driver_pid = self._driver_proc.pid
             self._firefox = next((p for p in self._account_pids() if _parent(p) == driver_pid), None)
-            try:
+            try:  # still under the start's watchdog: a WebDriver command to a hung browser never returns
                 self._home = self._driver.current_window_handle
             except Exception as exc:
                 self.report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
+        self._end_watchdog()
 
     @property
     def alive(self) -> bool:
@@ -178,10 +177,15 @@ class ReusedFirefoxSession(FirefoxSession):
         except Exception:  # the visit was measured; its browser goes, and the next visit gets a new one
             self.kill()
         finally:
-            if self._watchdog is not None:
-                self._watchdog.cancel()
+            self._end_watchdog()
         self._tab = self._user_context = None
         self.report.phases["shutdown"] = self.report.phases.get("shutdown", 0.0) + time.monotonic() - t
+
+    def _end_watchdog(self) -> None:
+        """Cancel the watchdog and wait for it, in case it fired already: its kill ends before the next visit."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog.join()
 
     def _take_events(self, events) -> list[dict]:
         """The visit's events, taken from the log, which stays open for the next visit."""

@@ -91,6 +91,7 @@ class FirefoxSession:
         self._driver_proc: subprocess.Popen | None = None
         self._driver: webdriver.Remote | None = None
         self._events: BidiEventLog | None = None  # set once the browser is ready for a navigation
+        self._recorder = False  # whether the running browser's requests come from the recorder (`network_events`)
         self._work: Path | None = None
         self._watchdog: threading.Timer | None = None
         self._killed = threading.Event()
@@ -306,10 +307,11 @@ class FirefoxSession:
             driver.command_executor.add_command(  # type: ignore[union-attr]  # a RemoteConnection, as built above
                 "SET_CONTEXT", "POST", "/session/$sessionId/moz/context"
             )
-            recorder = self.network_events == "recorder"
-            events = BidiEventLog(driver.capabilities["webSocketUrl"], names=NAVIGATION_EVENTS if recorder else EVENTS)
+            self._recorder = self.network_events == "recorder"
+            names = NAVIGATION_EVENTS if self._recorder else EVENTS
+            events = BidiEventLog(driver.capabilities["webSocketUrl"], names=names)
             self._in_chrome(driver, _WATCH_ADDRESSES)
-            if recorder:
+            if self._recorder:
                 self._in_chrome(driver, _WATCH_NETWORK)
             self._events = events
         except Exception as exc:  # no browser, no visit: the harness failed, not the page
@@ -330,7 +332,8 @@ class FirefoxSession:
 
     def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
         """What the page reports (navigation, paint, server addresses, preferences), then the BiDi events and
-        the requests (once every request seen has ended, or after half a second)."""
+        the requests (once every request seen has ended, or after half a second; also when the rest failed,
+        unless the watchdog killed the browser)."""
         report, t = self.report, time.monotonic()
         network: list[dict] = []
         try:
@@ -343,12 +346,16 @@ class FirefoxSession:
                 report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
                 report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []
                 report.prefs = self._in_chrome(driver, _READ_PREFS, self.read_prefs) if self.read_prefs else {}
-                if self.network_events == "recorder":
-                    network = self._settled_requests(driver)
-                else:
+                if not self._recorder:
                     events.settle()
         except Exception as exc:
             report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
+        if self._recorder and not self._killed.is_set():
+            try:
+                network = self._settled_requests(driver)
+            except Exception as exc:
+                problem = f"collect: requests: {type(exc).__name__}: {_first_line(exc)}"
+                report.driver_failure = report.driver_failure or problem
         report.events = self._take_events(events) + network
         report.bidi_on_load_ms = _bidi_on_load(report.events)
         if report.watchdog_fired and report.driver_failure is None:
@@ -357,16 +364,20 @@ class FirefoxSession:
 
     def _settled_requests(self, driver: webdriver.Remote, max_wait: float = 0.5) -> list[dict]:
         """The recorded requests as BiDi network events, taken from the recorder once none is open (or at
-        ``max_wait``): a request still open then is in the HAR unanswered."""
+        ``max_wait``): a request still open then is in the HAR unanswered. RuntimeError if the recorder failed
+        on any request (the HAR would miss it: the harness's failure, not the page's)."""
         deadline = time.monotonic() + max_wait
-        while self._in_chrome(driver, _READ_NETWORK, False)["open"] and time.monotonic() < deadline:
+        while self._in_chrome(driver, _READ_NETWORK, "open")["open"] and time.monotonic() < deadline:
             time.sleep(0.02)
-        return self._in_chrome(driver, _READ_NETWORK, True)["events"]
+        taken = self._in_chrome(driver, _READ_NETWORK, "take")
+        if taken["failures"]["count"]:
+            raise RuntimeError(f"the recorder failed {taken['failures']['count']} times: {taken['failures']['first']}")
+        return taken["events"]
 
     def drop_requests(self) -> None:
         """Forget the requests recorded so far (a browser that serves many visits, before each)."""
-        if self.network_events == "recorder" and self._driver is not None:
-            self._in_chrome(self._driver, _READ_NETWORK, True)
+        if self._recorder and self._driver is not None:
+            self._in_chrome(self._driver, _READ_NETWORK, "take")
 
     def resolve(self, name: str) -> str | None:
         """Resolve ``name`` through the running browser's resolver (a warm connection); the error, or None."""
