@@ -78,7 +78,8 @@ def _reap(pid: int) -> None:
         pass  # not our child: init reaps it
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """True if the process exists and has not ended: a zombie (killed, not yet reaped) is not running."""
     fields = _stat_fields(pid)
     return fields is not None and fields[0] != "Z"
 
@@ -101,7 +102,7 @@ def terminate(pids: list[int], grace: float) -> None:
     for pid in pids:
         _send(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_running(p) for p in pids):
+    while time.monotonic() < deadline and any(running(p) for p in pids):
         time.sleep(0.02)
     for pid in pids:
         _send(pid, signal.SIGKILL)

@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import redis
 
 from harness.accounts import Account
+from harness.daemons import running
 from harness.errors import HarnessError
 
 BROKER_DIR = Path("/var/lib/dnsstudy/broker")  # AOF and the password: on disk, they must survive a reboot
@@ -146,13 +147,13 @@ class RedisService:
             raise HarnessError(f"broker '{self.name}' was never started: run 'dnsstudy broker up'") from None
 
     def pid(self) -> int | None:
-        """The running server's pid, or None."""
+        """The running server's pid, or None. A server killed (SIGKILL leaves its pid file) and not yet reaped
+        is a zombie that signal 0 still finds: not running (a chaos run's `broker up` took it for a live one)."""
         try:
             pid = int((self.directory / "redis.pid").read_text())
-            os.kill(pid, 0)
-        except (FileNotFoundError, ValueError, ProcessLookupError):
+        except (FileNotFoundError, ValueError):
             return None
-        return pid
+        return pid if running(pid) else None
 
     def serve(self) -> int:
         """Run the server in the foreground, as a container's main process, until it exits; returns its status.
