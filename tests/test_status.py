@@ -396,8 +396,13 @@ def _browser_running(namespace: str) -> bool:
 @pytest.mark.lab
 def test_a_crawl_logs_progress_to_a_file_and_status_follows_it_through_a_kill(lab, tmp_path):
     store = tmp_path / "run" / "store.sqlite"
+    # Three rounds (24 visits, about 40 s on the wired lab): long enough to be killed while it runs, and each
+    # progress line (every 2 s) may count more than one visit since the last.
     study = study_file(
-        tmp_path, name="statustest", seed=9, changes={'networks = ["wired", "4g"]': 'networks = ["wired"]'}
+        tmp_path,
+        name="statustest",
+        seed=9,
+        changes={'networks = ["wired", "4g"]': 'networks = ["wired"]', "rounds = 1": "rounds = 3"},
     )
     namespace = lab.config.namespaces["client"]
     # Someone's program in the client namespace, run by this (living) test: not a leftover, never stopped.
@@ -407,7 +412,9 @@ def test_a_crawl_logs_progress_to_a_file_and_status_follows_it_through_a_kill(la
         try:
             # Progress lines arrive while the crawl runs, not at its end.
             wait_for(
-                lambda: any(" 1/8 visits" in line for line in _progress_lines(tmp_path / "first.log", first)),
+                lambda: any(
+                    re.search(r" [1-9]\d*/24 visits", line) for line in _progress_lines(tmp_path / "first.log", first)
+                ),
                 200,
                 "a line",
             )
@@ -430,7 +437,7 @@ def test_a_crawl_logs_progress_to_a_file_and_status_follows_it_through_a_kill(la
         assert f"left running in {namespace}, not a crawl's leftover: pid {bystander.pid} sleep 600" in text
         assert bystander.poll() is None
         lines = _progress_lines(log)
-        assert lines and "8/8 visits (100.0 %)" in lines[-1] and "successful/counted near/do53 2/2" in lines[-1]
+        assert lines and "24/24 visits (100.0 %)" in lines[-1] and "successful/counted near/do53 6/6" in lines[-1]
         code, out = status(store)
         assert code == 0 and re.search(r"FINISHED: crawler pid \d+ .*: finished", out), out
     finally:
