@@ -296,20 +296,22 @@ def _outcomes(
 
 
 def _replay(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
-    """Misses and fuzzy matches per site of visits to a replayed web; the sites past the threshold named."""
+    """Misses, fuzzy matches, errors and filled bodies per site of visits to a replayed web; the sites past the
+    threshold, or with an answer not given as recorded, named."""
     threshold = settings.replay.misses_per_visit
     frame = replay_table(visits, threshold)
     caption = (
-        "Replayed web: requests the archive could not answer (misses) and answered with another query string "
-        f"(fuzzy), per site; flagged: more than {threshold:g} misses per visit"
+        "Replayed web: requests the archive could not answer (misses), answered with another query string "
+        "(fuzzy), not answered as recorded (errors) and answered with a body made up at import (filled), per "
+        f"site; flagged: more than {threshold:g} misses per visit, or any error"
     )
     report.tables += tables.write_table(frame, report.out / "tables" / "replay-misses", caption)
     flagged = [str(s) for s in frame.loc[frame["flagged"], "site"]]
     verdict = (
-        f"<p class='warning'>{len(flagged)} site{'s' if len(flagged) != 1 else ''} passed the threshold, their "
-        f"replayed pages differ from the recorded ones: {html.escape(', '.join(flagged))}</p>"
+        f"<p class='warning'>{len(flagged)} site{'s' if len(flagged) != 1 else ''} passed the threshold or met "
+        f"replay errors, their replayed pages differ from the recorded ones: {html.escape(', '.join(flagged))}</p>"
         if flagged
-        else f"<p>No site passed {threshold:g} misses per visit.</p>"
+        else f"<p>No site passed {threshold:g} misses per visit or met a replay error.</p>"
     )
     return (
         f"<h2>Replay</h2>{verdict}<details><summary>{html.escape(caption)}</summary>"

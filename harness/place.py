@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from harness import netns, protocols
 from harness.errors import HarnessError
+from harness.replay.events import ReplayEvents
 
 # Interface names, the same in every place: they live inside the place's namespaces,
 # so two places never collide on them.
@@ -213,9 +214,9 @@ class Place(ABC):
         """The faults the place carries now, as its state records them (none where none can be applied)."""
         return []
 
-    def replay_events(self, since: float, until: float) -> dict[str, int] | None:
-        """The misses and fuzzy matches its web replayed between two Unix times ({"miss": n, "fuzzy": m}), or
-        None where the place replays no archive (docs/replay.md)."""
+    def replay_events(self, since: float, until: float) -> ReplayEvents | None:
+        """What its web replayed between two Unix times (misses, fuzzy matches, errors, filled bodies), or None
+        where the place replays no archive (docs/replay.md)."""
         return None
 
     def faults_touching(self, resolver: str, protocol: str) -> list[str]:

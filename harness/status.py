@@ -18,7 +18,14 @@ from harness.lab.state import faults_of_place
 from harness.process_identity import Identity, liveness
 from harness.progress import RECENT_VISITS, finish_time, iso_unix, recent_rate, round_starts
 from harness.store import Store
-from harness.store.records import BlockOverview, ConfigurationCounts, CrawlerRecord, FailedVisit, HarnessFailure
+from harness.store.records import (
+    BlockOverview,
+    ConfigurationCounts,
+    CrawlerRecord,
+    FailedVisit,
+    HarnessFailure,
+    ReplayCounts,
+)
 
 #: A study's state, and what `dnsstudy status` exits with when it is the most pressing of the store.
 EXIT_CODES = {"finished": 0, "stopped": 1, "running": 3}
@@ -45,6 +52,7 @@ class StudyStatus:
     # the study declares it. `labs` names those labs ("lab:dsl"); a vantage point's lab is on its worker's host.
     faults: list[dict] = field(default_factory=list)
     labs: list[str] = field(default_factory=list)
+    replay: ReplayCounts | None = None  # what its visits on a replayed web met (None: no such visit)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,6 +121,7 @@ def _study(store: Store, sid: str, failures: int, now: float) -> StudyStatus:
         counted_failures=store.counted_failures(sid, failures),
         faults=_faults(store, sid),
         labs=[place for place in store.places(sid) if place.startswith("lab:")],
+        replay=store.replay_counts(sid),
     )
 
 

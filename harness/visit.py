@@ -35,6 +35,7 @@ from harness.daemons import stopped
 from harness.errors import HarnessError, require_root
 from harness.outcome import ErrorClass, Outcome, Signals, classify, page_outcome
 from harness.place import Place
+from harness.replay.events import ReplayEvents
 from harness.shaping.shaper import Shaper, shape
 
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
@@ -95,6 +96,11 @@ class VisitResult:
     # answered with a recorded query string that differed. None: the place served no archive.
     replay_misses: int | None = None
     replay_fuzzy: int | None = None
+    # Answers the replay could not give as recorded ({"url", "reason"}), and answers whose body was made up at
+    # import (the HAR held none): a page whose own document was not replayed as recorded is the replay's
+    # Infrastructure Failure.
+    replay_errors: list[dict[str, str]] | None = None
+    replay_filled: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -115,7 +121,7 @@ class _Observed:
     after: dict[str, int] | None = None
     packets: dict[str, int] = field(default_factory=dict)
     place_problem: str | None = None  # a daemon of the place died during the visit
-    replay: dict[str, int] | None = None  # a replayed web's misses and fuzzy matches during the load
+    replay: ReplayEvents | None = None  # what a replayed web did during the load (misses, errors...)
     authentication_failed: bool = False  # the arm's own report: the resolver's certificate did not verify
     faults: list[str] = field(default_factory=list)  # the place's faults the visit met
     warm_up: str | None = None  # the warm-up query's failure (a warm connection), if it failed
@@ -268,7 +274,7 @@ class Visitor:
             unread = str(exc)
         seen.packets = client_counters(self.client.namespace)
         seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
-        seen.place_problem = _place_problem(self.place) or unread or watch.problem
+        seen.place_problem = _place_problem(self.place) or unread or watch.problem or _page_problem(seen.replay)
         seen.authentication_failed = arm.authentication_failed(seen.report.trr_failure)
         return seen
 
@@ -398,9 +404,21 @@ class Visitor:
         return {"profile": self.browser.browser_dns, "values": read, "differs": differs}
 
 
-def _replay_counts(replay: dict[str, int] | None) -> dict:  # replay_misses, replay_fuzzy: int | None
-    """A replayed web's misses and fuzzy matches during the load (None where the place served no archive)."""
-    return {"replay_misses": replay["miss"] if replay else None, "replay_fuzzy": replay["fuzzy"] if replay else None}
+def _replay_counts(replay: ReplayEvents | None) -> dict:  # replay_misses ... replay_filled: None off a replay
+    """What a replayed web did during the load (None where the place served no archive)."""
+    if replay is None:
+        return {"replay_misses": None, "replay_fuzzy": None, "replay_errors": None, "replay_filled": None}
+    return {
+        "replay_misses": replay.misses,
+        "replay_fuzzy": replay.fuzzy,
+        "replay_errors": replay.errors,
+        "replay_filled": replay.filled,
+    }
+
+
+def _page_problem(replay: ReplayEvents | None) -> str | None:
+    """The replay's failure to give the page's own document as recorded: the place's, never the protocol's."""
+    return replay.page_problem if replay else None
 
 
 def _paint_metrics(paint: dict, outcome: Outcome) -> dict:  # fcp_ms, lcp_ms: float | None

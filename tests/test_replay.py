@@ -31,7 +31,16 @@ from harness.lab.replayfront import file_answers, front_config, quote
 from harness.lab.replayweb import ReplayWeb
 from harness.lab.unbound import resolver_config
 from harness.paths import PROJECT_ROOT
-from harness.replay.archive import INDEX, Archive, DnsAnswer, Exchange, SiteRecord, shared_addresses, write_site
+from harness.replay.archive import (
+    INDEX,
+    VERSION,
+    Archive,
+    DnsAnswer,
+    Exchange,
+    SiteRecord,
+    shared_addresses,
+    write_site,
+)
 from harness.replay.har_import import read_har
 from harness.replay.matching import ExchangeIndex, body_for, site_seed
 from tests.helpers import wait_for
@@ -87,7 +96,7 @@ def test_version_1_archives_still_read(tmp_path):
     (tmp_path / INDEX).write_text(json.dumps(index))
     assert Archive(tmp_path).load("a.test") == replace(_record("a.test"), certificates={})
     write_site(tmp_path, _record("b.test"))
-    assert json.loads((tmp_path / INDEX).read_text())["version"] == 2
+    assert json.loads((tmp_path / INDEX).read_text())["version"] == VERSION
     assert Archive(tmp_path).load("b.test").certificates["img.cdn.test"] == ["*.cdn.test"]
 
 
@@ -141,7 +150,7 @@ def test_not_an_archive(tmp_path):
 
 def _har(tmp_path: Path, with_content: bool = True) -> Path:
     def entry(url: str, address: str, text: str | None, encoding: str | None = None) -> dict:
-        content: dict = {"size": 10, "mimeType": "text/html"}
+        content: dict = {"size": 4, "mimeType": "text/html"}  # no longer than the shortest body: none is partial
         if with_content and text is not None:
             content["text"] = text
             if encoding:
@@ -256,11 +265,16 @@ NASTY = [("x-quoted", 'a "b" \\c $host ${x}; }'), ("set-cookie", "a=1"), ("set-c
 
 
 def _front_record() -> SiteRecord:
-    """The usual record plus a recorded redirect (the replay server's) and headers nginx must copy exactly."""
+    """The usual record plus a recorded redirect (the replay server's), headers nginx must copy exactly, a request
+    that failed in the original, a header HTTP cannot carry, and the redirect's path answered over http://."""
     record = _record()
     odd = _exchange("https://img.cdn.test/odd.css", b"p{}", headers=[("Content-Type", "text/css"), *NASTY])
     moved = Exchange("GET", "https://img.cdn.test/old", 301, "HTTP/2.0", [], [("location", "/a.png")], b"", 0.0)
-    return SiteRecord(record.site, record.url, record.source, [*record.exchanges, odd, moved], record.dns)
+    reset = Exchange("GET", "https://img.cdn.test/reset", 0, "HTTP/2.0", [], [], b"", 0.0, "net::ERR_CONNECTION_RESET")
+    bad = _exchange("https://img.cdn.test/bad.css", b"b{}", headers=[("Content-Type", "text/css"), ("x bad", "1")])
+    plain = _exchange("http://img.cdn.test/old", b"plain", headers=[("Content-Type", "text/plain")])
+    exchanges = [*record.exchanges, odd, moved, reset, bad, plain]
+    return SiteRecord(record.site, record.url, record.source, exchanges, record.dns)
 
 
 def _start(argv: list[str], **kw) -> subprocess.Popen:
@@ -311,8 +325,12 @@ def replay_front(replay_server):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    plain_port = _free_port()
     server = {"names": ["www.a.test", "img.cdn.test"], "cert": str(served / "c.pem"), "key": str(served / "k.pem")}
-    listen = [{"address": "127.0.0.1", "port": port, "alpn": ["h2", "http/1.1"], "servers": [server]}]
+    listen = [
+        {"address": "127.0.0.1", "port": port, "plain": True, "plain_port": plain_port, "alpn": ["h2", "http/1.1"]}
+        | {"servers": [server]}
+    ]
     for d in ("logs", "objects", "replay-nginx-tmp"):
         (served / d).mkdir()
     address_of = {"www.a.test": "127.0.0.1", "img.cdn.test": "127.0.0.1"}
@@ -321,11 +339,17 @@ def replay_front(replay_server):
     conf.write_text(front_config(served, listen, answers, served / "replay.sock", served / "objects", 2))
     nginx = _start(["nginx", "-p", str(served), "-c", str(conf), "-g", "daemon off;"])
     try:
-        wait_for(lambda: _accepts(port), timeout=10, what="the replay front")
-        yield port, served, answers
+        wait_for(lambda: _accepts(port) and _accepts(plain_port), timeout=10, what="the replay front")
+        yield port, served, answers, plain_port
     finally:
         nginx.terminate()
         nginx.wait(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _accepts(port: int) -> bool:
@@ -349,10 +373,12 @@ def test_front_takes_only_what_it_can_send_exactly(tmp_path):
     answers = file_answers(ExchangeIndex([_front_record()]), address_of, tmp_path, wait=True)
     keys = {a.key for a in answers}
     # the redirect is the replay server's; static.b.test has no lab address here; the rest are files
+    # the failed request and the unsendable header too; the http:// answer is a file of its own
     assert keys == {
-        "192.0.2.9 www.a.test GET /",
-        "192.0.2.9 img.cdn.test GET /a.png?v=1&k=2",
-        "192.0.2.9 img.cdn.test GET /odd.css",
+        "https 192.0.2.9 www.a.test GET /",
+        "https 192.0.2.9 img.cdn.test GET /a.png?v=1&k=2",
+        "https 192.0.2.9 img.cdn.test GET /odd.css",
+        "http 192.0.2.9 img.cdn.test GET /old",
     }
     page = next(a for a in answers if a.key.endswith(" /"))
     assert b"Math.random" in (tmp_path / str(page.number)).read_bytes() and page.wait_ms == 2
@@ -366,11 +392,12 @@ def test_front_takes_only_what_it_can_send_exactly(tmp_path):
 
 @pytest.mark.parametrize("http2", [True, False])
 def test_replay_front_answers_files_and_passes_the_rest(replay_front, http2):
-    port, served, answers = replay_front
+    port, served, answers, plain_port = replay_front
     with httpx.Client(http2=http2, verify=ssl.create_default_context(cafile=served / "ca.pem")) as client:
 
-        def get(host: str, target: str) -> httpx.Response:
-            return client.get(f"https://127.0.0.1:{port}{target}", headers={"host": host})
+        def get(host: str, target: str, scheme: str = "https") -> httpx.Response:
+            at = f"{scheme}://127.0.0.1:{port if scheme == 'https' else plain_port}"
+            return client.get(f"{at}{target}", headers={"host": host})
 
         page = get("www.a.test", "/")
         assert page.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
@@ -383,12 +410,24 @@ def test_replay_front_answers_files_and_passes_the_rest(replay_front, http2):
         assert get("img.cdn.test", "/nothing").status_code == 404
         moved = get("img.cdn.test", "/old")
         assert moved.status_code == 301 and moved.headers["location"] == "/a.png"
+        assert get("img.cdn.test", "/old", "http").content == b"plain"  # over port 80, as recorded over http://
+        with pytest.raises(httpx.RemoteProtocolError):  # failed in the original: no answer, not a made-up 5xx
+            get("img.cdn.test", "/reset")
+        bad = get("img.cdn.test", "/bad.css")
+        assert bad.status_code == 200 and bad.content == b"b{}" and "x bad" not in bad.headers
     events = [json.loads(line) for line in (served / "events.jsonl").read_text().splitlines()]
-    assert [(e["kind"], e["target"]) for e in events] == [("fuzzy", "/a.png?v=1&k=9"), ("miss", "/nothing")]
-    wait_for(lambda: len(_access_log(served)) == 6, timeout=5, what="nginx's access log")
+    assert [(e["kind"], e["target"]) for e in events] == [
+        ("fuzzy", "/a.png?v=1&k=9"),
+        ("miss", "/nothing"),
+        ("error", "/bad.css"),
+    ]
+    assert events[2]["url"] == "https://img.cdn.test/bad.css" and "'x bad' cannot be sent" in events[2]["reason"]
+    wait_for(lambda: len(_access_log(served)) == 9, timeout=5, what="nginx's access log")
     served_by = [line.rsplit(" file=", 1)[1] for line in _access_log(served)]
-    numbers = {a.key.split(" ", 3)[3]: str(a.number) for a in answers}
-    assert served_by == [numbers["/"], numbers["/odd.css"], numbers["/a.png?v=1&k=2"], "", "", ""]
+    numbers = {" ".join(a.key.split(" ", 4)[::4]): str(a.number) for a in answers}
+    files = [numbers["https /"], numbers["https /odd.css"], numbers["https /a.png?v=1&k=2"], "", "", ""]
+    assert served_by[:6] == files  # the port-80 request may be logged by the other worker, in any order
+    assert sorted(served_by[6:]) == sorted(["", "", numbers["http /old"]])
 
 
 def _access_log(served: Path) -> list[str]:
@@ -429,16 +468,16 @@ def test_visits_carry_replay_misses_into_the_store_and_the_report(tmp_path):
     with sqlite3.connect(path) as db:  # site0: 3 misses a visit, site1: 1 (not past 1.0), the others none
         db.execute(
             "UPDATE visits SET replay_misses = CASE site WHEN 'site0.test' THEN 3 WHEN 'site1.test' THEN 1 "
-            "ELSE 0 END, replay_fuzzy = 2"
+            "ELSE 0 END, replay_fuzzy = 2, replay_errors = (site = 'site3.test'), replay_filled = 0"
         )
     visits = load(path).visits
     table = replay_table(visits, 1.0)
-    assert list(table["site"][:2]) == ["site0.test", "site1.test"]
-    assert list(table["flagged"]) == [True, False, False, False]
+    assert list(table["site"][:2]) == ["site0.test", "site3.test"]  # flagged: past the threshold, or an error
+    assert list(table["flagged"]) == [True, True, False, False] and table.iloc[1]["errors"] == 2
     assert table.iloc[0]["misses_per_visit"] == 3 and table.iloc[0]["fuzzy"] == 4  # two configurations
     report = analyze([path], tmp_path / "out")
     text = report.html.read_text()
-    assert "1 site passed the threshold" in text and "site0.test" in text
+    assert "2 sites passed the threshold or met replay errors" in text and "site3.test" in text
     assert (tmp_path / "out" / "tables" / "replay-misses.csv").exists()
     # A store whose visits met no replayed web has no replay section.
     plain = make_store(tmp_path / "p.sqlite", lambda n, r, i, res, p: ok(1000.0 + i), sites=4)
@@ -466,8 +505,13 @@ def test_store_writes_a_visits_replay_counts(tmp_path):
         "har_path": None,
         "replay_misses": 5,
         "replay_fuzzy": 7,
+        "replay_errors": [{"url": "https://a.test/x", "reason": "header 'x y' cannot be sent"}],
+        "replay_filled": 3,
     }
     store.complete("s", plan[0], record)
-    row = store.db.execute("SELECT replay_misses, replay_fuzzy FROM visits").fetchone()
+    row = store.db.execute("SELECT replay_misses, replay_fuzzy, replay_errors, replay_filled FROM visits").fetchone()
+    kept = json.loads(store.db.execute("SELECT record FROM visits").fetchone()[0])["replay_errors"]
     store.close()
-    assert tuple(row) == (5, 7)
+    assert tuple(row) == (5, 7, 1, 3) and kept == record["replay_errors"]
+    shown = CliRunner().invoke(main, ["status", str(tmp_path / "s.sqlite")])
+    assert "replayed web: 1 visits, 5 misses, 1 answers not given as recorded (errors)" in shown.output

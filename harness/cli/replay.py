@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from harness.cli.common import console, one_line_errors, place_from, place_options
+from harness.cli.common import console, err_console, one_line_errors, place_from, place_options
 
 
 @click.group()
@@ -50,21 +50,43 @@ def archive_show(directory: Path, dns: bool) -> None:
 @click.argument("hars", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--archive", "directory", required=True, type=click.Path(path_type=Path), help="Archive to add to.")
 @click.option("--site", default=None, help="The site's name (default: the first URL's host without www.).")
+@click.option(
+    "--fill-missing-bodies",
+    is_flag=True,
+    help="Accept entries saved without their body: replay a valid empty body of the recorded size and type "
+    "(the archive and every visit of the page say so).",
+)
+@click.option("--replace", is_flag=True, help="Replace a site already in the archive (else it is refused).")
 @one_line_errors
-def archive_import(hars: tuple[Path, ...], directory: Path, site: str | None) -> None:
-    """Add HAR 1.2 files saved with content to an archive (their DNS is synthesized and marked so)."""
-    from harness.replay.archive import write_site
-    from harness.replay.har_import import read_har
+def archive_import(
+    hars: tuple[Path, ...], directory: Path, site: str | None, fill_missing_bodies: bool, replace: bool
+) -> None:
+    """Add HAR 1.2 files to an archive (their DNS is synthesized and marked so). Every readable file is
+    imported; each refused one is named with its reason, and the command then exits non-zero."""
+    from harness.errors import HarnessError
+    from harness.replay.har_import import HarImport
 
     if site and len(hars) > 1:
         raise click.UsageError("--site names one site: give one HAR with it")
+    importer = HarImport(directory, fill_missing_bodies, replace)
+    refused = 0
     for path in hars:
-        record = read_har(path, site)
-        write_site(directory, record)
+        try:
+            record = importer.add(path, site)
+        except HarnessError as exc:
+            refused += 1
+            err_console.print(f"refused: {exc}", markup=False, highlight=False, soft_wrap=True)
+            continue
+        notes = "".join(f", {n} {kind.replace('_', ' ')}" for kind, n in sorted(record.notes.items()) if n)
         console.print(
             f"{record.site}: {len(record.exchanges)} requests, {len(record.hostnames)} hostnames, "
-            f"{record.body_bytes:,} bytes (DNS synthesized)"
+            f"{record.body_bytes:,} bytes (DNS synthesized{notes})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
+    if refused:
+        raise HarnessError(f"{refused} of {len(hars)} HAR files refused (named above)")
 
 
 @click.command("record")

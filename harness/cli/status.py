@@ -72,6 +72,12 @@ def study_lines(s: StudyStatus) -> list[str]:
             f"    {c.resolver + '/' + c.protocol:<24} {c.successful:>6}/{c.counted:<6} {share:>7}"
             f"   ({c.done}/{c.visits} done)"
         )
+    if s.replay:
+        r = s.replay
+        lines.append(
+            f"  replayed web: {r.visits} visits, {r.misses} misses, {r.errors} answers not given as recorded "
+            f"(errors), {r.fuzzy} fuzzy matches, {r.filled} answers with a body made up at import"
+        )
     lines += _fault_lines(s.faults, s.labs)
     lines += _block_lines(s.blocks)
     lines += _failure_lines("harness failures (retried, or recorded as Infrastructure Failure)", s.harness_failures)

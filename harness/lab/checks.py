@@ -88,6 +88,19 @@ def https(url: str, ca: str) -> tuple[bool, str]:
     )
 
 
+def replayed(sample: dict, ca: str) -> tuple[bool, str]:
+    """One answer of a replayed web as the archive recorded it: its status, protocol and bytes."""
+    with httpx.Client(http2=True, verify=ca, timeout=5) as client:
+        resp = client.get(sample["url"])
+        resp.read()
+    seen = f"{resp.http_version} {resp.status_code} {resp.num_bytes_downloaded} B"
+    want = f"{sample['http_version']} {sample['status']}" + (
+        f" {sample['bytes']} B" if sample["bytes"] is not None else ""
+    )
+    ok = seen == want if sample["bytes"] is not None else seen.startswith(want + " ")
+    return ok, seen if ok else f"{seen}, recorded {want}"
+
+
 def quic(protocol: str, address: str, endpoint: str, tls_name: str, ca: str, name: str) -> tuple[bool, str]:
     """DoQ or DoH3 through the project's quictimer (dnspython's QUIC needs aioquic, which we do not ship)."""
     from harness.timer import BIN
@@ -161,6 +174,8 @@ def run_checks(spec: dict) -> list[CheckResult]:
     results.append(_run("system-resolver", lambda: system_resolver(probe, probe_addr), deadline))
     for url in spec["web_urls"]:
         results.append(_run(f"https {url}", partial(https, url, ca), deadline))
+    for sample in spec.get("replayed", []):
+        results.append(_run(f"replay {sample['site']}: {sample['url']}", partial(replayed, sample, ca), deadline))
     return results
 
 

@@ -27,7 +27,7 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
 from harness.lab.nginx import nginx_config
 from harness.lab.pageshape import load_page_shape
-from harness.lab.replayweb import ReplayWeb, count_events, events_log
+from harness.lab.replayweb import ReplayWeb, events_log
 from harness.lab.servers import DNSPROXY, Endpoint, LabServers
 from harness.lab.state import LabStatus, lab_status, load_daemons, save_state
 from harness.lab.unbound import DOH3_PORT, DOQ_PORT
@@ -53,6 +53,7 @@ from harness.place import (
     ProbePeer,
     Resolver,
 )
+from harness.replay.events import ReplayEvents, read_events
 from harness.sitelist import load_site_list
 
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
@@ -227,11 +228,11 @@ class Lab(Place):
         marker = self.run_dir / ARCHIVE_MARKER
         return Path(marker.read_text().strip()) if marker.exists() else None
 
-    def replay_events(self, since: float, until: float) -> dict[str, int] | None:
-        """The replay server's misses and fuzzy matches between two Unix times (None: no archive served)."""
+    def replay_events(self, since: float, until: float) -> ReplayEvents | None:
+        """The replay server's events between two Unix times (None: no archive served)."""
         if self.archive_dir is None:
             return None
-        return count_events(events_log(self.run_dir), since, until)
+        return read_events(events_log(self.run_dir), since, until)
 
     def replay_web(self) -> ReplayWeb | None:
         """The archive's web as placed in this lab, if it replays one."""
@@ -293,13 +294,13 @@ class Lab(Place):
     # -- checks ---------------------------------------------------------
 
     def check_spec(self, web_sites: int = 3) -> dict:
-        """What `checks` should verify from the client namespace."""
+        """What `checks` should verify from the client namespace: the synthetic web's first ``web_sites`` pages,
+        or a replayed web's sample of every site."""
         status = self.status()
         names = infrastructure_names(self.config)
         replay = self.replay_web()
-        if replay:
-            sites = replay.urls[:web_sites]
-        else:
+        sites: list[str] = []
+        if not replay:
             manifest = json.loads((self._web_root() / "manifest.json").read_text())
             sites = [p["url"] for p in manifest["pages"][:web_sites]]
         return {
@@ -309,6 +310,8 @@ class Lab(Place):
             "outside_name": OUTSIDE_NAME,
             "resolvers": status.resolvers,
             "web_urls": [f"https://www.{LAB_ZONE}/"] + sites,
+            # A replayed web: every site's page and another answer, as the archive recorded them
+            "replayed": replay.samples if replay else [],
             "wait": 5,
         }
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.replay.archive import Exchange
-from harness.replay.matching import ExchangeIndex, body_for, response_headers
+from harness.replay.matching import ExchangeIndex, body_for, response_headers, scheme_of
 
 #: Debian's dynamic modules: Lua (with its development kit) for the wait, headers-more to drop nginx's own headers.
 MODULES = [
@@ -36,6 +36,8 @@ MAX_KEY = MAP_BUCKET - 96
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _HOSTNAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
+#: What the replay server answers for a request that failed in the original: nginx then closes without one.
+FAILED_STATUS = 599
 #: Headers nginx writes itself for a file; the recorded ones replace them.
 NGINX_OWN = "Server Last-Modified Accept-Ranges Date"
 
@@ -45,7 +47,7 @@ class FileAnswer:
     """One exact answer nginx serves from a file."""
 
     number: int
-    key: str  # "address host GET /path?query", the map's key
+    key: str  # "scheme address host GET /path?query", the map's key
     content_type: str
     headers: list[tuple[str, str]]
     wait_ms: int
@@ -70,7 +72,7 @@ def file_answers(index: ExchangeIndex, address_of: dict[str, str], objects: Path
     for (host, method, path), candidates in index.by_key.items():
         for query, e, site in candidates:
             target = path + ("?" + query if query else "")
-            key = f"{address_of.get(host, '')} {host} {method} {target}"
+            key = f"{scheme_of(e)} {address_of.get(host, '')} {host} {method} {target}"
             if key in seen:
                 continue  # a duplicate: the first answers, here as in the replay server
             seen.add(key)
@@ -87,7 +89,7 @@ def file_answers(index: ExchangeIndex, address_of: dict[str, str], objects: Path
 
 def _servable(e: Exchange, host: str, method: str, key: str, address_of: dict[str, str]) -> bool:
     """True when nginx can send the exchange exactly as the replay server would."""
-    if method != "GET" or e.status != 200 or host not in address_of or len(key.encode()) > MAX_KEY:
+    if method != "GET" or e.status != 200 or e.filled or host not in address_of or len(key.encode()) > MAX_KEY:
         return False
     if _CONTROL.search(key):  # a URL nginx's configuration cannot hold
         return False
@@ -123,14 +125,14 @@ def front_config(
         '  lua_package_path "/usr/share/lua/5.1/?.lua;;";',
         f"  map_hash_bucket_size {MAP_BUCKET}; map_hash_max_size {max(2048, 2 * len(answers))};",
         '  geo $dollar { default "$"; }',  # a literal $ inside quoted recorded values
-        '  map "$server_addr $host $request_method $request_uri" $replay_object {',
+        '  map "$scheme $server_addr $host $request_method $request_uri" $replay_object {',
         '    default "";',
         *(f"    {quote(a.key)} {a.number};" for a in answers),
         "  }",
         f"  upstream replay_server {{ server unix:{socket}; keepalive 32; }}",
     ]
     for spec in listen:
-        out += _servers(spec, [a for a in answers if a.key.startswith(spec["address"] + " ")], objects)
+        out += _servers(spec, [a for a in answers if a.key.split(" ")[1] == spec["address"]], objects)
     out.append("}")
     return "\n".join(out) + "\n"
 
@@ -142,7 +144,7 @@ def _servers(spec: dict, answers: list[FileAnswer], objects: Path) -> list[str]:
     named = {host: i for i, server in enumerate(servers) for host in server["names"] if _HOSTNAME.match(host)}
     blocks = []
     for i, server in enumerate(servers):
-        mine = [a for a in answers if named.get(a.key.split(" ")[1], 0) == i]
+        mine = [a for a in answers if named.get(a.key.split(" ")[2], 0) == i]
         blocks.append(_server(spec, server, sorted(h for h, j in named.items() if j == i), i == 0, mine, objects))
     return blocks
 
@@ -150,18 +152,24 @@ def _servers(spec: dict, answers: list[FileAnswer], objects: Path) -> list[str]:
 def _server(spec: dict, server: dict, names: list[str], default: bool, answers: list[FileAnswer], objects: Path) -> str:
     """One certificate's server: TLS, its hostnames' exact answers, the rest to the replay server."""
     http2 = " http2" if "h2" in spec["alpn"] else ""
+    default_server = " default_server" if default else ""
     lines = [
         "  server {",
-        f"    listen {spec['address']}:{spec.get('port', 443)} ssl{http2}{' default_server' if default else ''};",
+        f"    listen {spec['address']}:{spec.get('port', 443)} ssl{http2}{default_server};",
+        *([f"    listen {spec['address']}:{spec.get('plain_port', 80)}{default_server};"] if spec.get("plain") else []),
         f"    server_name {' '.join(names) or '_'};",
         f"    ssl_certificate {server['cert']};",
         f"    ssl_certificate_key {server['key']};",
         "    if ($replay_object) { rewrite ^ /.replay/$replay_object last; }",
         "    location / {",
         "      proxy_pass http://replay_server; proxy_http_version 1.1; proxy_buffering off;",
-        '      proxy_set_header Connection ""; proxy_set_header Host $host;',
+        '      proxy_set_header Connection ""; proxy_set_header Host $host; proxy_set_header X-Scheme $scheme;',
         "      proxy_pass_header Server; proxy_pass_header Date;",
+        # A request that failed in the original (status 0) fails here too: no answer, the connection (HTTP/1.1)
+        # or the stream (HTTP/2) closed, never a made-up 5xx.
+        f"      proxy_intercept_errors on; error_page {FAILED_STATUS} = @failed;",
         "    }",
+        "    location @failed { return 444; }",
     ]
     lines += [_location(a, objects) for a in answers]
     lines.append("  }")

@@ -8,8 +8,12 @@ request that has an exact recorded answer from a file; everything else
 HTTP/1.1 on a Unix socket. This server binds that socket as root, drops to
 the helper account, and answers from the archive
 (harness/replay/matching.py), after the recorded server wait unless the lab
-turns waits off. Every miss and fuzzy match is one JSON line in the events
-log, with the time, so a visit can count its own.
+turns waits off. Every miss, fuzzy match, answer it cannot give as recorded
+(an error: a header or status HTTP cannot carry, a failure while sending) and
+answer whose body was made up at import (filled) is one JSON line in the
+events log, with the time and the URL, so a visit can count its own. A
+request that failed in the original (status 0) is answered with
+FAILED_STATUS, on which nginx closes without an answer, as the original did.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import IO, NoReturn
+from urllib.parse import urlsplit
 
 import h11
 
+from harness.lab.replayfront import FAILED_STATUS
 from harness.replay.archive import Archive, Exchange
-from harness.replay.matching import ExchangeIndex, Match, body_for, response_headers
+from harness.replay.matching import ExchangeIndex, body_for, page_urls, response_headers
 
 NOT_FOUND = b"not in the replay archive\n"
 #: How often a worker checks that the server it belongs to is still there.
@@ -45,38 +51,71 @@ class Reply:
     wait_s: float
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A recorded exchange as this server sends it: what HTTP can carry of it, and why that is not all."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    problem: str  # "" when sent exactly as recorded
+
+
+def sendable(e: Exchange, site: str) -> Answer:
+    """The answer to send for ``e``, with a reason for each part HTTP/1.1 cannot carry as recorded (dropped)."""
+    if e.failure or e.status == 0:
+        return Answer(FAILED_STATUS, [], b"", "")
+    problems, headers = [], []
+    for name, value in response_headers(e):
+        try:
+            h11.Response(status_code=200, headers=[(name, value)])
+            headers.append((name, value))
+        except h11.LocalProtocolError:
+            problems.append(f"header {name[:40]!r} cannot be sent")
+    status = e.status
+    if not 200 <= status <= 999 or status == FAILED_STATUS:
+        problems.append(f"status {status} cannot be sent")
+        status = 502
+    return Answer(status, headers, body_for(e, site), "; ".join(problems))
+
+
 class Replayer:
     """The archive's answers, each made once (headers, HTML made deterministic) before the workers fork, and
     the events log."""
 
     def __init__(self, archive: Archive, wait: bool, events: IO[str]):
-        self.index = ExchangeIndex(archive.load_all())
+        records = archive.load_all()
+        self.index = ExchangeIndex(records)
+        self.pages = {url for r in records for url in page_urls(r)}
         self.wait = wait
         self.events = events
-        self.answers: dict[int, tuple[list[tuple[str, str]], bytes]] = {
-            id(e): (response_headers(e), body_for(e, site))
-            for candidates in self.index.by_key.values()
-            for _, e, site in candidates
+        self.answers: dict[int, Answer] = {
+            id(e): sendable(e, site) for candidates in self.index.by_key.values() for _, e, site in candidates
         }
 
-    def reply(self, host: str, method: str, target: str) -> Reply:
-        match = self.index.match(host, method, target)
+    def reply(self, host: str, method: str, target: str, scheme: str = "https") -> Reply:
+        url = f"{scheme}://{host}{target}"
+        match = self.index.match(host, method, target, scheme)
         if match.exchange is None or match.site is None:
-            self._log("miss", host, method, target, match)
+            self.log("miss", url, method, {"recorded_query": None})
             return Reply(404, [("content-type", "text/plain")], NOT_FOUND, 0.0)
-        if match.fuzzy:
-            self._log("fuzzy", host, method, target, match)
         e: Exchange = match.exchange
-        headers, body = self.answers[id(e)]
-        wait = e.wait_ms / 1000 if self.wait else 0.0
-        return Reply(e.status, headers, b"" if method.upper() == "HEAD" else body, wait)
-
-    def _log(self, kind: str, host: str, method: str, target: str, match: Match) -> None:
-        line = {"time": time.time(), "kind": kind, "host": host, "method": method, "target": target}
-        line["worker"] = os.getpid()
+        answer = self.answers[id(e)]
         if match.fuzzy:
-            line["recorded_query"] = match.recorded_query
-        self.events.write(json.dumps(line) + "\n")
+            self.log("fuzzy", url, method, {"recorded_query": match.recorded_query})
+        if answer.problem:
+            self.log("error", url, method, {"reason": answer.problem})
+        if e.filled:
+            self.log("filled", url, method, {})
+        wait = e.wait_ms / 1000 if self.wait else 0.0
+        return Reply(answer.status, answer.headers, b"" if method.upper() == "HEAD" else answer.body, wait)
+
+    def log(self, kind: str, url: str, method: str, extra: dict) -> None:
+        """One event (miss, fuzzy, error, filled) as a JSON line, with its time, URL and whether it is a page."""
+        parts = urlsplit(url)
+        line = {"time": time.time(), "kind": kind, "url": url, "host": parts.hostname, "method": method}
+        line |= {"target": url.split(parts.netloc, 1)[1], "page": url in self.pages, "worker": os.getpid()}
+        self.events.write(json.dumps(line | {k: v for k, v in extra.items() if v is not None}) + "\n")
         self.events.flush()
 
 
@@ -96,22 +135,32 @@ async def serve_h1(replayer: Replayer, reader: asyncio.StreamReader, writer: asy
         elif isinstance(event, h11.Request):
             request = event
         elif isinstance(event, h11.EndOfMessage) and request is not None:
-            host = dict((k.decode().lower(), v.decode()) for k, v in request.headers).get("host", "")
-            reply = replayer.reply(host, request.method.decode(), request.target.decode())
+            fields = {k.decode().lower(): v.decode() for k, v in request.headers}
+            host, scheme = fields.get("host", ""), fields.get("x-scheme", "https")
+            method, target = request.method.decode(), request.target.decode()
+            reply = replayer.reply(host, method, target, scheme)
             if reply.wait_s:
                 await asyncio.sleep(reply.wait_s)
-            headers = reply.headers + [("content-length", str(len(reply.body)))]
-            writer.write(conn.send(h11.Response(status_code=reply.status, headers=headers)))
-            if reply.body:
-                writer.write(conn.send(h11.Data(data=reply.body)))
-            writer.write(conn.send(h11.EndOfMessage()))
-            await writer.drain()
+            try:
+                await _send(conn, writer, reply)
+            except h11.LocalProtocolError as exc:  # nginx then answers 502: a made-up answer, counted
+                replayer.log("error", f"{scheme}://{host}{target}", method, {"reason": f"cannot be sent ({exc})"})
+                return
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
             request = None
         elif isinstance(event, h11.ConnectionClosed | h11.PAUSED):
             return
+
+
+async def _send(conn: h11.Connection, writer: asyncio.StreamWriter, reply: Reply) -> None:
+    headers = reply.headers + [("content-length", str(len(reply.body)))]
+    writer.write(conn.send(h11.Response(status_code=reply.status, headers=headers)))
+    if reply.body:
+        writer.write(conn.send(h11.Data(data=reply.body)))
+    writer.write(conn.send(h11.EndOfMessage()))
+    await writer.drain()
 
 
 # -- the server -------------------------------------------------------------

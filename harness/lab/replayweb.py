@@ -30,7 +30,7 @@ from harness.lab.nginx import WORKER_PROCESSES
 from harness.lab.replayfront import file_answers, front_config, require_modules
 from harness.paths import PROJECT_ROOT
 from harness.replay.archive import Archive, SiteRecord
-from harness.replay.matching import ExchangeIndex
+from harness.replay.matching import ExchangeIndex, body_for
 
 
 @dataclass
@@ -41,10 +41,13 @@ class ReplayWeb:
     records: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # owner -> (type, data, ttl)
     hosts_at: dict[str, set[str]] = field(default_factory=dict)  # lab address -> names served there
     http2_at: set[str] = field(default_factory=set)  # lab addresses offering HTTP/2
+    plain_at: set[str] = field(default_factory=set)  # lab addresses serving http:// pages on port 80 too
     certificate_of: dict[str, tuple[str, ...]] = field(default_factory=dict)  # hostname -> its recorded names
     sites: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
     hostnames: list[str] = field(default_factory=list)
+    # What `lab check` fetches: per site, its page and one other answer, each with what was recorded
+    samples: list[dict] = field(default_factory=list)
 
     @classmethod
     def plan(cls, config: LabConfig, archive_dir: Path) -> ReplayWeb:
@@ -55,13 +58,16 @@ class ReplayWeb:
         mapped: dict[str, str] = {}
         for record in records:
             web._add(record, pool, mapped)
+        web.samples = [sample for r in records for sample in web._samples(r)]
         web.sites = [r.site for r in records]
         web.urls = [r.url for r in records]
         web.hostnames = sorted({h for r in records for h in r.hostnames})
         return web
 
     def _add(self, record: SiteRecord, pool: list[str], mapped: dict[str, str]) -> None:
-        http2 = {e.host for e in record.exchanges if e.http_version.upper().startswith("HTTP/2")}
+        # The lab serves no HTTP/3: a host recorded over it (found through Alt-Svc after HTTP/2) is offered HTTP/2.
+        http2 = {e.host for e in record.exchanges if e.http_version.upper().startswith(("HTTP/2", "HTTP/3"))}
+        plain = {e.host for e in record.exchanges if e.url.lower().startswith("http://")}
         for name, answer in sorted(record.dns.items()):
             if not answer.a or name in self.records:
                 continue  # no address (nothing to serve), or already placed by an earlier site
@@ -77,6 +83,28 @@ class ReplayWeb:
                 self.certificate_of[name] = tuple(sorted(set(record.certificates[name])))
             if name in http2:
                 self.http2_at.add(address)
+            if name in plain:
+                self.plain_at.add(address)
+
+    def _samples(self, record: SiteRecord) -> list[dict]:
+        """The site's page and its last other answer recorded in full (a file), each with the status, protocol
+        and bytes a client must get from the lab: what the archive recorded, as this lab serves it."""
+        address_of = {name: address for address, names in self.hosts_at.items() for name in names}
+        given = [e for e in record.exchanges if not e.failure and not e.filled and e.host in address_of]
+        chosen = given[:1] + [e for e in given[1:] if e.status == 200][-1:]
+        return [
+            {
+                "site": record.site,
+                "url": e.url,
+                "status": e.status,
+                # the lab serves no HTTP/3 and http:// only over HTTP/1.1
+                "http_version": "HTTP/2"
+                if e.url.startswith("https:") and address_of[e.host] in self.http2_at
+                else "HTTP/1.1",
+                "bytes": None if e.method != "GET" else len(body_for(e, record.site)),
+            }
+            for e in chosen
+        ]
 
     def zone_lines(self) -> str:
         """The archive's records for the lab's root zone."""
@@ -109,7 +137,7 @@ class ReplayWeb:
                 cert.write_bytes(ca.issue(names, [], key))
                 servers.append({"names": hosts, "cert": str(cert), "key": str(key_file)})
             alpn = ["h2", "http/1.1"] if address in self.http2_at else ["http/1.1"]
-            listen.append({"address": address, "alpn": alpn, "servers": servers})
+            listen.append({"address": address, "alpn": alpn, "servers": servers, "plain": address in self.plain_at})
         objects = run / "replay-objects"
         shutil.rmtree(objects, ignore_errors=True)
         objects.mkdir()
@@ -129,6 +157,10 @@ class ReplayWeb:
         }
         (run / "replay.json").write_text(json.dumps(config, indent=1))
 
+    def ports(self, address: str) -> list[int]:
+        """The ports the front listens on at ``address``: 443, and 80 where an http:// URL was recorded."""
+        return [443, 80] if address in self.plain_at else [443]
+
     def daemons(self, namespace: str, run: Path) -> list[Daemon]:
         """The replay server (it binds its socket as root, then runs as the helper account), then its nginx
         front on the archive's addresses, both in the server namespace."""
@@ -136,7 +168,7 @@ class ReplayWeb:
         env = {"PYTHONPATH": str(PROJECT_ROOT)}
         server = Daemon("replay", namespace, argv, str(run / "logs" / "replay.log"), [], env=env)
         front_argv = ["nginx", "-p", str(run), "-c", str(run / "replay-nginx.conf"), "-g", "daemon off;"]
-        addresses = [f"{a}:443" for a in sorted(self.hosts_at)]
+        addresses = [f"{a}:{port}" for a in sorted(self.hosts_at) for port in self.ports(a)]
         front = Daemon("replay-nginx", namespace, front_argv, str(run / "logs" / "replay-nginx.log"), addresses)
         return [server, front]
 
@@ -147,21 +179,5 @@ def replay_socket(run: Path) -> Path:
 
 
 def events_log(run: Path) -> Path:
-    """Where the replay server writes its misses and fuzzy matches (one JSON line each)."""
+    """Where the replay server writes its events: misses, fuzzy matches, errors, filled bodies (one JSON line each)."""
     return run / "logs" / "replay-events.jsonl"
-
-
-def count_events(log: Path, since: float, until: float) -> dict[str, int]:
-    """Misses and fuzzy matches the replay server logged between two Unix times."""
-    counts = {"miss": 0, "fuzzy": 0}
-    if not log.exists():
-        return counts
-    with log.open() as f:
-        for line in f:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a killed server: not an event
-            if since <= event.get("time", 0) <= until and event.get("kind") in counts:
-                counts[event["kind"]] += 1
-    return counts

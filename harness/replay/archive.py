@@ -4,7 +4,9 @@ A directory holds `archive.json` (format name, version, the sites with
 their files and SHA-256) and `sites/<site>.json.gz`: one site's exchanges
 (method, URL, status, headers, body, HTTP version, the server's wait) and
 the DNS of every hostname it used (CNAME chain, A and AAAA with TTLs), and
-the names on each hostname's server certificate (version 2).
+the names on each hostname's server certificate (version 2), and what a HAR
+import changed (version 3): requests that failed in the original, bodies
+made up because the HAR held none, headers HTTP cannot carry.
 Loading checks everything and fails with one line naming the file and what
 is wrong: a truncated or corrupt file, an unknown version, a missing body.
 """
@@ -25,9 +27,10 @@ from harness.durable import write_durably
 from harness.errors import HarnessError
 
 FORMAT = "dnsstudy-replay-archive"
-VERSION = 2
-#: Versions this dnsstudy reads: 1 has no certificate names (docs/replay.md).
-READS = (1, 2)
+VERSION = 3
+#: Versions this dnsstudy reads: 1 has no certificate names, 2 no import notes and no failed or filled
+#: exchanges (docs/replay.md).
+READS = (1, 2, 3)
 INDEX = "archive.json"
 
 
@@ -38,11 +41,15 @@ class Exchange:
     method: str
     url: str
     status: int
-    http_version: str  # "HTTP/1.1" or "HTTP/2.0"
+    http_version: str  # "HTTP/1.0", "HTTP/1.1", "HTTP/2.0" or "HTTP/3"
     request_headers: list[tuple[str, str]]
     response_headers: list[tuple[str, str]]
     body: bytes
     wait_ms: float  # from the request's end to the response's first byte: the server's think time
+    # Status 0: the request failed in the original, with this error (the HAR's, e.g. net::ERR_CONNECTION_RESET);
+    # the replay fails it too, closing the connection or stream without an answer.
+    failure: str = ""
+    filled: bool = False  # the body was made up at import (--fill-missing-bodies): the HAR held none
 
     @property
     def host(self) -> str:
@@ -78,6 +85,15 @@ class SiteRecord:
     dns: dict[str, DnsAnswer]
     # hostname -> the DNS names on the certificate its server showed (none: not recorded, as in a HAR)
     certificates: dict[str, list[str]] = field(default_factory=dict)
+    # What a HAR import changed (version 3), counts by kind: "dropped_headers" (names that are not HTTP
+    # tokens), "split_headers" (values joined by newlines, split), "failed_requests" (status 0),
+    # "filled_bodies" (made up, the HAR had none)
+    notes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def filled(self) -> bool:
+        """True when some of its bodies were made up at import, not recorded."""
+        return any(e.filled for e in self.exchanges)
 
     @property
     def hostnames(self) -> list[str]:
@@ -101,16 +117,20 @@ def shared_addresses(dns: dict[str, DnsAnswer]) -> dict[str, list[str]]:
 
 
 def _exchange_json(e: Exchange) -> dict:
-    return {
-        "method": e.method,
-        "url": e.url,
-        "status": e.status,
-        "http_version": e.http_version,
-        "request_headers": [list(h) for h in e.request_headers],
-        "response_headers": [list(h) for h in e.response_headers],
-        "body": base64.b64encode(e.body).decode(),
-        "wait_ms": round(e.wait_ms, 3),
-    }
+    return (
+        {
+            "method": e.method,
+            "url": e.url,
+            "status": e.status,
+            "http_version": e.http_version,
+            "request_headers": [list(h) for h in e.request_headers],
+            "response_headers": [list(h) for h in e.response_headers],
+            "body": base64.b64encode(e.body).decode(),
+            "wait_ms": round(e.wait_ms, 3),
+        }
+        | ({"failure": e.failure} if e.failure else {})
+        | ({"filled": True} if e.filled else {})
+    )
 
 
 def _dns_json(d: DnsAnswer) -> dict:
@@ -135,13 +155,14 @@ def write_site(directory: Path, record: SiteRecord) -> None:
         "exchanges": [_exchange_json(e) for e in record.exchanges],
         "dns": {name: _dns_json(d) for name, d in sorted(record.dns.items())},
         "certificates": {host: names for host, names in sorted(record.certificates.items())},
+        "import": {kind: n for kind, n in sorted(record.notes.items()) if n},
     }
     data = gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
     relative = f"sites/{record.site}.json.gz"
     write_durably(data, directory / relative)
     index: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     if (directory / INDEX).exists():
-        index = _read_index(directory) | {"version": VERSION}  # a site of version 1 reads as one of 2
+        index = _read_index(directory) | {"version": VERSION}  # a site of an earlier version reads as one of 3
     sites = [s for s in index.get("sites", []) if s["site"] != record.site]
     sites.append({"site": record.site, "file": relative, "sha256": hashlib.sha256(data).hexdigest()})
     index["sites"] = sorted(sites, key=lambda s: s["site"])
@@ -209,7 +230,8 @@ def _site_from(doc: dict, path: Path) -> SiteRecord:
         exchanges = [_exchange_from(e, i, path) for i, e in enumerate(doc["exchanges"])]
         dns = {name: _dns_from(name, d) for name, d in doc["dns"].items()}
         certificates = {str(h): [str(n) for n in names] for h, names in doc.get("certificates", {}).items()}
-        return SiteRecord(doc["site"], doc["url"], doc["source"], exchanges, dns, certificates)
+        notes = {str(k): int(n) for k, n in doc.get("import", {}).items()}
+        return SiteRecord(doc["site"], doc["url"], doc["source"], exchanges, dns, certificates, notes)
     except KeyError as exc:
         raise HarnessError(f"{path}: key {exc} is missing") from None
     except (TypeError, ValueError, AttributeError) as exc:
@@ -228,6 +250,8 @@ def _exchange_from(e: dict, i: int, path: Path) -> Exchange:
         response_headers=[(str(k), str(v)) for k, v in e["response_headers"]],
         body=base64.b64decode(e["body"], validate=True),
         wait_ms=float(e["wait_ms"]),
+        failure=str(e.get("failure", "")),
+        filled=bool(e.get("filled", False)),
     )
 
 

@@ -15,7 +15,7 @@ import gzip
 import hashlib
 import zlib
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
 from harness.replay.archive import Exchange, SiteRecord
 
@@ -52,6 +52,22 @@ class Match:
     recorded_query: str = ""
 
 
+def scheme_of(e: Exchange) -> str:
+    """The exchange's URL scheme, "http" or "https"."""
+    return urlsplit(e.url).scheme.lower() or "https"
+
+
+def page_urls(record: SiteRecord) -> set[str]:
+    """The URLs of the page's own document: its URL and every redirect from it, as recorded."""
+    by_url = {e.url: e for e in record.exchanges}
+    urls, url = set(), record.url
+    while url in by_url and url not in urls:
+        urls.add(url)
+        location = next((v for k, v in by_url[url].response_headers if k.lower() == "location"), "")
+        url = urljoin(url, location) if 300 <= by_url[url].status < 400 and location else ""
+    return urls | {record.url}
+
+
 def site_seed(site: str) -> int:
     """The per-site seed of the determinism script (stable across runs and machines)."""
     return int.from_bytes(hashlib.sha256(site.encode()).digest()[:4], "big")
@@ -73,11 +89,12 @@ class ExchangeIndex:
                 key = ((parts.hostname or "").lower(), e.method.upper(), parts.path or "/")
                 self.by_key.setdefault(key, []).append((parts.query, e, record.site))
 
-    def match(self, host: str, method: str, target: str) -> Match:
-        """The exchange that answers ``method`` ``target`` (path and query) on ``host``."""
+    def match(self, host: str, method: str, target: str, scheme: str = "https") -> Match:
+        """The exchange that answers ``method`` ``target`` (path and query) on ``host`` over ``scheme`` (an
+        `http://` URL is answered only by what was recorded over http, as the redirect to https usually is)."""
         parts = urlsplit(target)
         key = (host.split(":")[0].lower(), method.upper(), parts.path or "/")
-        candidates = self.by_key.get(key)
+        candidates = [c for c in self.by_key.get(key, []) if scheme_of(c[1]) == scheme]
         if not candidates:
             return Match(None, None, False)
         for query, e, site in candidates:

@@ -94,6 +94,17 @@ class RecentVisit:
 
 
 @dataclass(frozen=True)
+class ReplayCounts:
+    """What the visits done on a replayed web met (docs/replay.md): summed over the study's visits."""
+
+    visits: int
+    misses: int
+    fuzzy: int
+    errors: int
+    filled: int
+
+
+@dataclass(frozen=True)
 class ConfigurationCounts:
     """One (resolver, protocol) configuration: visits done, planned in all, Successful, and counted."""
 

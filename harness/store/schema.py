@@ -88,6 +88,9 @@ ADDED_COLUMNS = [
     # A visit to a web replayed from an archive (docs/replay.md): its misses and fuzzy matches; NULL elsewhere.
     ("visits", "replay_misses", "INTEGER"),
     ("visits", "replay_fuzzy", "INTEGER"),
+    # ... its answers not given as recorded (the URLs and reasons are in the record) and made-up bodies served.
+    ("visits", "replay_errors", "INTEGER"),
+    ("visits", "replay_filled", "INTEGER"),
     # The browser the visit ran in: every visit of a store from before browsers were a factor ran in Firefox.
     ("visits", "browser", "TEXT NOT NULL DEFAULT 'firefox'"),
 ]

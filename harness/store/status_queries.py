@@ -19,6 +19,7 @@ from harness.store.records import (
     FailedVisit,
     HarnessFailure,
     LinkCheck,
+    ReplayCounts,
     TimerRun,
     select,
     select_one,
@@ -84,6 +85,24 @@ class StatusQueries:
             study_id=study_id,
         )
         return [ConfigurationCounts(**dict(row)) for row in rows]
+
+    def replay_counts(self, study_id: str) -> ReplayCounts | None:
+        """Misses, fuzzy matches, errors and filled bodies of the visits done on a replayed web (None: none)."""
+        try:
+            row = self._replay_row(study_id)
+        except sqlite3.OperationalError:  # a store from before replay errors were counted, opened read-only
+            return None
+        return ReplayCounts(**dict(row)) if row and row["visits"] else None
+
+    def _replay_row(self, study_id: str) -> sqlite3.Row | None:
+        return select_one(
+            self.db,
+            "SELECT COUNT(*) AS visits, COALESCE(SUM(replay_misses), 0) AS misses, "
+            "COALESCE(SUM(replay_fuzzy), 0) AS fuzzy, COALESCE(SUM(replay_errors), 0) AS errors, "
+            "COALESCE(SUM(replay_filled), 0) AS filled "
+            "FROM visits WHERE study_id = :study_id AND status = 'done' AND replay_misses IS NOT NULL",
+            study_id=study_id,
+        )
 
     def blocks_overview(self, study_id: str) -> list[BlockOverview]:
         """Per network block: round, network, visits done and planned, its link checks and its timer run."""

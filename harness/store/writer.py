@@ -184,7 +184,8 @@ class StoreWriter:
             "fcp_ms = :fcp_ms, lcp_ms = :lcp_ms, dcl_ms = :dcl_ms, browser_session = :browser_session, "
             "session_ordinal = :session_ordinal, resolver_connection = :resolver_connection, "
             "resolver_handshakes = :resolver_handshakes, first_query_open = :first_query_open, "
-            "replay_misses = :replay_misses, replay_fuzzy = :replay_fuzzy "
+            "replay_misses = :replay_misses, replay_fuzzy = :replay_fuzzy, replay_errors = :replay_errors, "
+            "replay_filled = :replay_filled "
             "WHERE study_id = :study_id AND ordinal = :ordinal AND status = 'planned'",
             {
                 "attempts": completed.attempts,
@@ -208,6 +209,8 @@ class StoreWriter:
                 "first_query_open": _flag(record.get("first_query_open")),
                 "replay_misses": record.get("replay_misses"),
                 "replay_fuzzy": record.get("replay_fuzzy"),
+                "replay_errors": _count(record.get("replay_errors")),
+                "replay_filled": record.get("replay_filled"),
                 "study_id": study_id,
                 "ordinal": completed.visit.ordinal,
             },
@@ -332,6 +335,11 @@ def _timing_row(where: dict, t: dict) -> dict:
         "error": t.get("error"),
         "record": json.dumps(t),
     }
+
+
+def _count(items: list | None) -> int | None:
+    """How many items a record's list holds (None where the record has no such list)."""
+    return None if items is None else len(items)
 
 
 def _flag(value: bool | None) -> int | None:

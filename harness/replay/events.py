@@ -1,0 +1,54 @@
+"""What a replayed web did during one visit: its misses, fuzzy matches, answers it could not give as recorded.
+
+The replay server writes one JSON line per event (harness/lab/replayserver.py);
+a place reads those of a visit's load into one ReplayEvents, which the visit's
+record carries (docs/replay.md, "Misses in a study").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class ReplayEvents:
+    """The events of one visit's load on a replayed web."""
+
+    misses: int = 0  # requests the archive holds no answer for (404)
+    fuzzy: int = 0  # answered with a recorded query string that differed
+    filled: int = 0  # answered with a body made up at import (the HAR held none)
+    errors: list[dict[str, str]] = field(default_factory=list)  # {"url", "reason"}: not given as recorded
+    page_problem: str | None = None  # the page's own document was not replayed as recorded, and why
+
+    def add(self, event: dict) -> None:
+        """Count one event line of the replay server's log."""
+        kind, url = event.get("kind"), str(event.get("url") or f"{event.get('host')}{event.get('target')}")
+        if kind == "miss":
+            self.misses += 1
+        elif kind == "fuzzy":
+            self.fuzzy += 1
+        elif kind == "filled":
+            self.filled += 1
+        elif kind == "error":
+            self.errors.append({"url": url, "reason": str(event.get("reason", ""))})
+        if event.get("page") and kind in ("miss", "error") and self.page_problem is None:
+            why = "not in the archive" if kind == "miss" else str(event.get("reason", ""))
+            self.page_problem = f"replay: the page {url} was not replayed as recorded ({why})"
+
+
+def read_events(log: Path, since: float, until: float) -> ReplayEvents:
+    """The events the replay server logged in ``log`` between two Unix times."""
+    seen = ReplayEvents()
+    if not log.exists():
+        return seen
+    with log.open() as f:
+        for line in f:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed server: not an event
+            if since <= event.get("time", 0) <= until:
+                seen.add(event)
+    return seen
