@@ -16,7 +16,7 @@ def replay_table(visits: pd.DataFrame, misses_per_visit: float) -> pd.DataFrame:
 
     Flagged sites first, then by misses per visit."""
     rows = replayed(visits)
-    columns = ["site", "visits", "misses", "fuzzy", "errors", "filled", "misses_per_visit", "flagged"]
+    columns = ["site", "visits", "misses", "dns_misses", "fuzzy", "errors", "filled", "misses_per_visit", "flagged"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
     by_site = rows.groupby("site", observed=True)
@@ -26,6 +26,7 @@ def replay_table(visits: pd.DataFrame, misses_per_visit: float) -> pd.DataFrame:
             "misses": by_site["replay_misses"].sum().astype(int),
             "fuzzy": by_site["replay_fuzzy"].sum().astype(int),
             # NULL in a store from before they were counted: none seen
+            "dns_misses": by_site["replay_dns_misses"].sum(min_count=0).fillna(0).astype(int),
             "errors": by_site["replay_errors"].sum(min_count=0).fillna(0).astype(int),
             "filled": by_site["replay_filled"].sum(min_count=0).fillna(0).astype(int),
         }

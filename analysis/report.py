@@ -301,7 +301,8 @@ def _replay(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) ->
     threshold = settings.replay.misses_per_visit
     frame = replay_table(visits, threshold)
     caption = (
-        "Replayed web: requests the archive could not answer (misses), answered with another query string "
+        "Replayed web: requests the archive could not answer (misses), names it does not hold (DNS misses), "
+        "answered with another query string "
         "(fuzzy), not answered as recorded (errors) and answered with a body made up at import (filled), per "
         f"site; flagged: more than {threshold:g} misses per visit, or any error"
     )

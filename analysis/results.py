@@ -52,6 +52,7 @@ VISIT_COLUMNS = [
     "replay_fuzzy",
     "replay_errors",
     "replay_filled",
+    "replay_dns_misses",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
@@ -70,13 +71,14 @@ OPTIONAL_VISIT_COLUMNS = (
     "replay_fuzzy",
     "replay_errors",
     "replay_filled",
+    "replay_dns_misses",
 )
 #: Columns that hold one value in most stores (one study, one crawl's attempts all first, no replay...): the
 #: reader looks for that before reading them (`_uniform_columns`); checking a column costs about a fifth of
 #: reading it, so the site, network or protocol columns, which never hold one value, are not checked.
 OFTEN_UNIFORM = ("study_id", "site_group", "attempts", "counted") + OPTIONAL_VISIT_COLUMNS
 #: Counts that are NULL on most webs (a replayed web's misses, docs/replay.md), read as floats like the metrics.
-COUNT_COLUMNS = ("replay_misses", "replay_fuzzy", "replay_errors", "replay_filled")
+COUNT_COLUMNS = ("replay_misses", "replay_fuzzy", "replay_errors", "replay_filled", "replay_dns_misses")
 #: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, Firefox
 #: the browser of a store from before browsers were a factor; a store from before browser sessions and
 #: resolver connections were chosen had fresh browsers, cold connections.

@@ -201,6 +201,11 @@ class Place(ABC):
         """The sites this place's web serves, or None where any site may be visited (the Internet)."""
         return None
 
+    def page_url(self, site: str, planned: str) -> str:
+        """The URL a visit to ``site`` loads: the ``planned`` one, unless the place's web recorded the site's
+        page at another (a replayed `http://` or `www.` page, docs/replay.md)."""
+        return planned
+
     def apply_faults(self, pairs: list[tuple[str, str]], owner: str) -> None:
         """Apply (fault name, resolver) pairs, recorded as applied by ``owner`` ("by the crawl of study X");
         only the lab can break itself on purpose."""

@@ -193,7 +193,8 @@ class Station:
             if attempt:
                 self.shaper.apply(self.links[visit.network])  # re-applies only if a delayer died
             try:
-                result = self.visitor_for(visit.browser).visit_once(visit.url, visit.protocol, visit.resolver)
+                url = self.place.page_url(visit.site.domain, visit.url)
+                result = self.visitor_for(visit.browser).visit_once(url, visit.protocol, visit.resolver)
             except HarnessError:  # e.g. a dead resolver's statistics cannot be read
                 self.halt_if_unhealthy(visit)
                 raise

@@ -101,6 +101,7 @@ class VisitResult:
     # Infrastructure Failure.
     replay_errors: list[dict[str, str]] | None = None
     replay_filled: int | None = None
+    replay_dns_misses: list[str] | None = None  # names the page asked that the archive does not hold (NXDOMAIN)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -380,7 +381,7 @@ class Visitor:
             browser_dns=self._browser_dns_record(report.prefs),
             faults=seen.faults,
             **self._session_record(arm, seen),
-            **_replay_counts(seen.replay),
+            **_replay_counts(seen.replay, self.browser.own_names),
             **_paint_metrics(report.paint, outcome),
         )
 
@@ -404,15 +405,17 @@ class Visitor:
         return {"profile": self.browser.browser_dns, "values": read, "differs": differs}
 
 
-def _replay_counts(replay: ReplayEvents | None) -> dict:  # replay_misses ... replay_filled: None off a replay
-    """What a replayed web did during the load (None where the place served no archive)."""
+def _replay_counts(replay: ReplayEvents | None, own_names: frozenset[str]) -> dict:  # None off a replayed web
+    """What a replayed web did during the load (None where the place served no archive); the DNS misses are the
+    page's: names the browser asks by itself (``own_names``) are not."""
     if replay is None:
-        return {"replay_misses": None, "replay_fuzzy": None, "replay_errors": None, "replay_filled": None}
+        return dict.fromkeys(("replay_misses", "replay_fuzzy", "replay_errors", "replay_filled", "replay_dns_misses"))
     return {
         "replay_misses": replay.misses,
         "replay_fuzzy": replay.fuzzy,
         "replay_errors": replay.errors,
         "replay_filled": replay.filled,
+        "replay_dns_misses": [name for name in replay.dns_misses if name not in own_names],
     }
 
 

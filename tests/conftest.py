@@ -14,6 +14,7 @@ import ipaddress
 import os
 import signal
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -118,4 +119,20 @@ def private_lab(lab_config) -> Iterator[Callable[..., object]]:
 
     yield make
     for the_lab in made:
+        the_lab.down()
+
+
+@contextmanager
+def replaying_lab(lab_config: LabConfig, archive: Path) -> Iterator[object]:
+    """A lab of its own (the next prefix and /23) serving a replay archive, brought down when the block ends;
+    for module-scoped fixtures (tests/test_replay_lab.py, tests/test_har_replay_lab.py)."""
+    from harness.lab.lab import Lab
+
+    prefix, subnet = _ADDRESSES.next()
+    the_lab = Lab(lab_config.with_overrides(prefix=prefix, subnet=subnet, web_archive=str(archive)))
+    the_lab.down()
+    try:
+        the_lab.up()
+        yield the_lab
+    finally:
         the_lab.down()

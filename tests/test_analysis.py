@@ -236,6 +236,9 @@ def test_a_store_from_before_the_paint_columns_still_analyses_and_says_fcp_is_mi
         "first_query_open",
         "replay_misses",
         "replay_fuzzy",
+        "replay_errors",
+        "replay_filled",
+        "replay_dns_misses",
     }
     old = without_paint_columns(make_store(tmp_path / "old.sqlite", slower_onload))
     with closing(sqlite3.connect(old)) as db:

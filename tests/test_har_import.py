@@ -7,6 +7,7 @@ The same files are imported and replayed with both browsers in tests/test_replay
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.lab.config import load_lab_config
+from harness.lab.querylog import nxdomain_names
 from harness.lab.replayfront import FAILED_STATUS
 from harness.lab.replayserver import sendable
 from harness.lab.replayweb import ReplayWeb
@@ -155,7 +157,7 @@ def test_http_pages_are_served_on_port_80_and_http3_hosts_over_http2(tmp_path):
     config = load_lab_config().with_overrides(prefix="dsunit", subnet="198.18.250.0/23")
     web = ReplayWeb.plan(config, tmp_path)
     safari = web.records["www.safari-dialect.test"][1]
-    assert web.ports(safari) == [443, 80] and safari not in web.http2_at
+    assert web.ports(safari) == [80] and safari not in web.http2_at  # recorded over http:// only: no TLS
     firefox = web.records["img.firefox111-dialect.test"][1]  # recorded over HTTP/3 only: HTTP/2 in the lab
     assert web.ports(firefox) == [443] and firefox in web.http2_at
 
@@ -207,6 +209,25 @@ def test_unsendable_answers_are_errors_and_a_page_not_replayed_is_the_replays_fa
     assert (seen.misses, seen.filled) == (1, 1)
     assert seen.page_problem == "replay: the page https://www.a.test/ was not replayed as recorded (not in the archive)"
     assert ReplayEvents().page_problem is None
+
+
+def test_dns_misses_are_the_names_answered_nxdomain_in_the_window(tmp_path):
+    near, far = tmp_path / "resolver-near.log", tmp_path / "resolver-far.log"
+    near.write_text(
+        "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. A IN\n"
+        "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. A IN NXDOMAIN 0.000000 0 40\n"
+        "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. AAAA IN NXDOMAIN 0.000000 0 40\n"
+        "[1000] unbound[7:0] info: 198.18.0.2 www.a.test. A IN NOERROR 0.000000 0 56\n"
+        "[1000] unbound[7:0] info: 198.18.0.2 example.com. NS IN NXDOMAIN 0.000000 0 40\n"
+        "[1001] unbound[7:0] info: 198.18.0.2 dnsstudy-warm-up.invalid. A IN NXDOMAIN 0.000000 0 40\n"
+        "[1001] unbound[7:0] info: 198.18.0.2 nope.lab.test. A IN NXDOMAIN 0.000000 0 40\n"
+        "[1009] unbound[7:0] info: 198.18.0.2 later.a.test. A IN NXDOMAIN 0.000000 0 40\n"
+    )
+    now = int(time.time())  # an ASCII stamp has no year: this one's
+    stamp = time.strftime("%b %d %H:%M:%S", time.localtime(now))
+    far.write_text(f"{stamp} unbound[8:0] info: 198.18.1.9 Ads.B.test. HTTPS IN NXDOMAIN 0.000000 0 40\n")
+    assert nxdomain_names([near, far, tmp_path / "none.log"], 999.5, 1002.2) == ["gone.a.test"]
+    assert nxdomain_names([far], now - 0.1, now + 0.1) == ["ads.b.test"]
 
 
 def test_the_pages_own_urls_follow_its_redirects():

@@ -507,11 +507,15 @@ def test_store_writes_a_visits_replay_counts(tmp_path):
         "replay_fuzzy": 7,
         "replay_errors": [{"url": "https://a.test/x", "reason": "header 'x y' cannot be sent"}],
         "replay_filled": 3,
+        "replay_dns_misses": ["gone.a.test", "ads.b.test"],
     }
     store.complete("s", plan[0], record)
-    row = store.db.execute("SELECT replay_misses, replay_fuzzy, replay_errors, replay_filled FROM visits").fetchone()
+    columns = "replay_misses, replay_fuzzy, replay_errors, replay_filled, replay_dns_misses"
+    row = store.db.execute(f"SELECT {columns} FROM visits").fetchone()
     kept = json.loads(store.db.execute("SELECT record FROM visits").fetchone()[0])["replay_errors"]
     store.close()
-    assert tuple(row) == (5, 7, 1, 3) and kept == record["replay_errors"]
+    assert tuple(row) == (5, 7, 1, 3, 2) and kept == record["replay_errors"]
     shown = CliRunner().invoke(main, ["status", str(tmp_path / "s.sqlite")])
-    assert "replayed web: 1 visits, 5 misses, 1 answers not given as recorded (errors)" in shown.output
+    assert "replayed web: 1 visits, 5 misses, 2 DNS misses (names not in the archive), 1 answers not given" in (
+        shown.output
+    )

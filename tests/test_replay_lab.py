@@ -24,6 +24,7 @@ from harness.replay.archive import Archive, write_site
 from harness.replay.compare import dns_differences, page_differences, summarise_har
 from harness.replay.recorder import resolve
 from harness.visit import Visitor, VisitResult
+from tests.conftest import replaying_lab
 from tests.helpers import CLI_ENV, DNSSTUDY, wait_for
 
 pytestmark = pytest.mark.lab
@@ -71,15 +72,8 @@ def lab_address(lab, name: str) -> str:
 @pytest.fixture(scope="module")
 def replay_lab(lab_config, recorded):
     """A second lab serving the archive (module-scoped: brought down at the module's end)."""
-    from harness.lab.lab import Lab
-    from tests.conftest import _ADDRESSES
-
-    prefix, subnet = _ADDRESSES.next()
-    the_lab = Lab(lab_config.with_overrides(prefix=prefix, subnet=subnet, web_archive=str(recorded)))
-    the_lab.down()
-    the_lab.up()
-    yield the_lab
-    the_lab.down()
+    with replaying_lab(lab_config, recorded) as the_lab:
+        yield the_lab
 
 
 def test_replayed_dns_is_the_recorded_dns(replay_lab, recorded):

@@ -103,6 +103,9 @@ class Browser(ABC):
     native_dns: ClassVar[frozenset[str]] = frozenset()
     browser_dns: str  # the DNS settings the study names (a file of preferences)
     dns_settings: dict[str, bool | int | str]  # their values, which every visit reads back from the browser
+    # Names the browser asks by itself, whatever the page (its own services): on a replayed web they are not the
+    # page's DNS misses (docs/replay.md)
+    own_names: ClassVar[frozenset[str]] = frozenset()
     reusable: ClassVar[bool] = False  # whether it can serve many visits (`SessionPolicy` mode "reused")
 
     def __init__(

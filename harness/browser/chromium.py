@@ -48,6 +48,9 @@ class Chromium(Browser):
     product = "Chromium"
     default_browser_dns = CHROMIUM_DNS_CURRENT
     native_dns = frozenset({"doh"})  # secure DNS over HTTP/2; no DoT, DoQ or DNS over HTTP/3 of its own
+    # Asked by Chromium 156 on every start with the QUIET switches (seen in a replay lab: sign-in, extension and
+    # component updates), whatever the page
+    own_names = frozenset({"accounts.google.com", "clients2.google.com", "update.googleapis.com"})
 
     def __init__(
         self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None

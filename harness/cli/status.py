@@ -75,7 +75,8 @@ def study_lines(s: StudyStatus) -> list[str]:
     if s.replay:
         r = s.replay
         lines.append(
-            f"  replayed web: {r.visits} visits, {r.misses} misses, {r.errors} answers not given as recorded "
+            f"  replayed web: {r.visits} visits, {r.misses} misses, {r.dns_misses} DNS misses (names not in the "
+            f"archive), {r.errors} answers not given as recorded "
             f"(errors), {r.fuzzy} fuzzy matches, {r.filled} answers with a body made up at import"
         )
     lines += _fault_lines(s.faults, s.labs)

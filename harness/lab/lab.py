@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import cached_property
 from pathlib import Path
 
 from harness import netns
@@ -27,6 +28,7 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
 from harness.lab.nginx import nginx_config
 from harness.lab.pageshape import load_page_shape
+from harness.lab.querylog import nxdomain_names
 from harness.lab.replayweb import ReplayWeb, events_log
 from harness.lab.servers import DNSPROXY, Endpoint, LabServers
 from harness.lab.state import LabStatus, lab_status, load_daemons, save_state
@@ -113,6 +115,16 @@ class Lab(Place):
             return set(replay.sites)
         settings = self.config.settings.web
         return {site.domain for site in load_site_list(project_path(settings.sites), settings.top)}
+
+    def page_url(self, site: str, planned: str) -> str:
+        """A replayed site's page as the archive recorded it (its scheme and host), else ``planned``."""
+        return self._replayed_pages.get(site, planned)
+
+    @cached_property
+    def _replayed_pages(self) -> dict[str, str]:
+        """Site -> page URL of the archive this lab serves (read once: every site of the archive is loaded)."""
+        replay = self.replay_web()
+        return dict(zip(replay.sites, replay.urls, strict=True)) if replay else {}
 
     def apply_faults(self, pairs: list[tuple[str, str]], owner: str) -> None:
         """Apply (fault name, resolver) pairs as ``owner`` (see harness/lab/faults.py)."""
@@ -229,10 +241,14 @@ class Lab(Place):
         return Path(marker.read_text().strip()) if marker.exists() else None
 
     def replay_events(self, since: float, until: float) -> ReplayEvents | None:
-        """The replay server's events between two Unix times (None: no archive served)."""
+        """The replay server's events between two Unix times, and the names the lab's resolvers answered
+        NXDOMAIN (harness/lab/querylog.py); None: no archive served."""
         if self.archive_dir is None:
             return None
-        return read_events(events_log(self.run_dir), since, until)
+        seen = read_events(events_log(self.run_dir), since, until)
+        logs = [self.run_dir / "logs" / f"resolver-{r.name}.log" for r in self.config.settings.resolvers]
+        seen.dns_misses = nxdomain_names(logs, since, until)
+        return seen
 
     def replay_web(self) -> ReplayWeb | None:
         """The archive's web as placed in this lab, if it replays one."""
@@ -330,6 +346,7 @@ class Lab(Place):
         """Query every resolver over every transport and fetch lab pages, from the client namespace."""
         spec_path = self.run_dir / "checks.json"
         spec_path.write_text(json.dumps(self.check_spec()))
+        started = time.time()
         env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
         proc = subprocess.run(
             netns.command(
@@ -345,7 +362,13 @@ class Lab(Place):
             raise HarnessError(
                 f"lab checks crashed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}"
             )
-        return [CheckResult(**r) for r in json.loads(proc.stdout)]
+        results = [CheckResult(**r) for r in json.loads(proc.stdout)]
+        return results + self._replay_errors(started, time.time())
+
+    def _replay_errors(self, since: float, until: float) -> list[CheckResult]:
+        """A failed check per answer the replay could not give as recorded while the checks fetched."""
+        seen = self.replay_events(since, until)
+        return [CheckResult(f"replay error: {e['url']}", False, e["reason"], 0.0) for e in seen.errors] if seen else []
 
     # -- down -----------------------------------------------------------
 

@@ -155,7 +155,11 @@ def _server(spec: dict, server: dict, names: list[str], default: bool, answers: 
     default_server = " default_server" if default else ""
     lines = [
         "  server {",
-        f"    listen {spec['address']}:{spec.get('port', 443)} ssl{http2}{default_server};",
+        *(
+            [f"    listen {spec['address']}:{spec.get('port', 443)} ssl{http2}{default_server};"]
+            if spec.get("tls", True)
+            else []
+        ),
         *([f"    listen {spec['address']}:{spec.get('plain_port', 80)}{default_server};"] if spec.get("plain") else []),
         f"    server_name {' '.join(names) or '_'};",
         f"    ssl_certificate {server['cert']};",

@@ -41,7 +41,10 @@ class ReplayWeb:
     records: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # owner -> (type, data, ttl)
     hosts_at: dict[str, set[str]] = field(default_factory=dict)  # lab address -> names served there
     http2_at: set[str] = field(default_factory=set)  # lab addresses offering HTTP/2
-    plain_at: set[str] = field(default_factory=set)  # lab addresses serving http:// pages on port 80 too
+    plain_at: set[str] = field(default_factory=set)  # lab addresses serving http:// URLs on port 80
+    # Lab addresses with a hostname recorded over https: the others (only http:// recorded) refuse TLS, as their
+    # sites evidently did, so a browser's HTTPS upgrade falls back to http:// as it would have
+    tls_at: set[str] = field(default_factory=set)
     certificate_of: dict[str, tuple[str, ...]] = field(default_factory=dict)  # hostname -> its recorded names
     sites: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
@@ -68,6 +71,7 @@ class ReplayWeb:
         # The lab serves no HTTP/3: a host recorded over it (found through Alt-Svc after HTTP/2) is offered HTTP/2.
         http2 = {e.host for e in record.exchanges if e.http_version.upper().startswith(("HTTP/2", "HTTP/3"))}
         plain = {e.host for e in record.exchanges if e.url.lower().startswith("http://")}
+        tls = {e.host for e in record.exchanges if e.url.lower().startswith("https://")}
         for name, answer in sorted(record.dns.items()):
             if not answer.a or name in self.records:
                 continue  # no address (nothing to serve), or already placed by an earlier site
@@ -85,12 +89,14 @@ class ReplayWeb:
                 self.http2_at.add(address)
             if name in plain:
                 self.plain_at.add(address)
+            if name in tls or name not in plain:
+                self.tls_at.add(address)
 
     def _samples(self, record: SiteRecord) -> list[dict]:
         """The site's page and its last other answer recorded in full (a file), each with the status, protocol
         and bytes a client must get from the lab: what the archive recorded, as this lab serves it."""
         address_of = {name: address for address, names in self.hosts_at.items() for name in names}
-        given = [e for e in record.exchanges if not e.failure and not e.filled and e.host in address_of]
+        given = [e for e in record.exchanges if not e.failure and e.host in address_of]
         chosen = given[:1] + [e for e in given[1:] if e.status == 200][-1:]
         return [
             {
@@ -137,7 +143,8 @@ class ReplayWeb:
                 cert.write_bytes(ca.issue(names, [], key))
                 servers.append({"names": hosts, "cert": str(cert), "key": str(key_file)})
             alpn = ["h2", "http/1.1"] if address in self.http2_at else ["http/1.1"]
-            listen.append({"address": address, "alpn": alpn, "servers": servers, "plain": address in self.plain_at})
+            ports = {"tls": address in self.tls_at, "plain": address in self.plain_at}
+            listen.append({"address": address, "alpn": alpn, "servers": servers} | ports)
         objects = run / "replay-objects"
         shutil.rmtree(objects, ignore_errors=True)
         objects.mkdir()
@@ -158,8 +165,9 @@ class ReplayWeb:
         (run / "replay.json").write_text(json.dumps(config, indent=1))
 
     def ports(self, address: str) -> list[int]:
-        """The ports the front listens on at ``address``: 443, and 80 where an http:// URL was recorded."""
-        return [443, 80] if address in self.plain_at else [443]
+        """The ports the front listens on at ``address``: 443 where an https:// URL was recorded, 80 where an
+        http:// one was."""
+        return [port for port, served in ((443, self.tls_at), (80, self.plain_at)) if address in served]
 
     def daemons(self, namespace: str, run: Path) -> list[Daemon]:
         """The replay server (it binds its socket as root, then runs as the helper account), then its nginx

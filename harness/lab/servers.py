@@ -149,7 +149,7 @@ class LabServers:
             return [], []
         self.replay.server_config(self.run_dir, tls.ca, self.config.settings.web.replay_wait)
         daemons = self.replay.daemons(self.config.namespaces["server"], self.run_dir)
-        return daemons, [(a, 443) for a in sorted(self.replay.hosts_at)]
+        return daemons, [(a, port) for a in sorted(self.replay.hosts_at) for port in self.replay.ports(a)]
 
     def _tarpit(self) -> ServerDaemons:
         """The tarpit on the hang address (it accepts and never answers)."""

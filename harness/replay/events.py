@@ -1,4 +1,4 @@
-"""What a replayed web did during one visit: its misses, fuzzy matches, answers it could not give as recorded.
+"""What a replayed web did during one visit: misses (HTTP and DNS), fuzzy matches, answers not given as recorded.
 
 The replay server writes one JSON line per event (harness/lab/replayserver.py);
 a place reads those of a visit's load into one ReplayEvents, which the visit's
@@ -20,6 +20,7 @@ class ReplayEvents:
     fuzzy: int = 0  # answered with a recorded query string that differed
     filled: int = 0  # answered with a body made up at import (the HAR held none)
     errors: list[dict[str, str]] = field(default_factory=list)  # {"url", "reason"}: not given as recorded
+    dns_misses: list[str] = field(default_factory=list)  # names asked that the archive does not hold (NXDOMAIN)
     page_problem: str | None = None  # the page's own document was not replayed as recorded, and why
 
     def add(self, event: dict) -> None:

@@ -99,6 +99,7 @@ class ReplayCounts:
 
     visits: int
     misses: int
+    dns_misses: int
     fuzzy: int
     errors: int
     filled: int

@@ -91,6 +91,8 @@ ADDED_COLUMNS = [
     # ... its answers not given as recorded (the URLs and reasons are in the record) and made-up bodies served.
     ("visits", "replay_errors", "INTEGER"),
     ("visits", "replay_filled", "INTEGER"),
+    # ... and the names it asked that the archive does not hold (NXDOMAIN; the names are in the record).
+    ("visits", "replay_dns_misses", "INTEGER"),
     # The browser the visit ran in: every visit of a store from before browsers were a factor ran in Firefox.
     ("visits", "browser", "TEXT NOT NULL DEFAULT 'firefox'"),
 ]

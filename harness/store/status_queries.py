@@ -98,6 +98,7 @@ class StatusQueries:
         return select_one(
             self.db,
             "SELECT COUNT(*) AS visits, COALESCE(SUM(replay_misses), 0) AS misses, "
+            "COALESCE(SUM(replay_dns_misses), 0) AS dns_misses, "
             "COALESCE(SUM(replay_fuzzy), 0) AS fuzzy, COALESCE(SUM(replay_errors), 0) AS errors, "
             "COALESCE(SUM(replay_filled), 0) AS filled "
             "FROM visits WHERE study_id = :study_id AND status = 'done' AND replay_misses IS NOT NULL",

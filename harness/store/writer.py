@@ -185,7 +185,7 @@ class StoreWriter:
             "session_ordinal = :session_ordinal, resolver_connection = :resolver_connection, "
             "resolver_handshakes = :resolver_handshakes, first_query_open = :first_query_open, "
             "replay_misses = :replay_misses, replay_fuzzy = :replay_fuzzy, replay_errors = :replay_errors, "
-            "replay_filled = :replay_filled "
+            "replay_filled = :replay_filled, replay_dns_misses = :replay_dns_misses "
             "WHERE study_id = :study_id AND ordinal = :ordinal AND status = 'planned'",
             {
                 "attempts": completed.attempts,
@@ -211,6 +211,7 @@ class StoreWriter:
                 "replay_fuzzy": record.get("replay_fuzzy"),
                 "replay_errors": _count(record.get("replay_errors")),
                 "replay_filled": record.get("replay_filled"),
+                "replay_dns_misses": _count(record.get("replay_dns_misses")),
                 "study_id": study_id,
                 "ordinal": completed.visit.ordinal,
             },
