@@ -78,6 +78,16 @@ def test_status_0_entries_are_kept_as_failures_and_replayed_as_one(tmp_path):
     assert again.exchanges[-1].failure == "net::ERR_CONNECTION_RESET" and again.notes["failed_requests"] == 1
 
 
+def test_a_page_that_failed_in_the_original_is_refused(tmp_path):
+    har = json.loads((HARS / "chrome-devtools.har").read_text())
+    har["log"]["entries"] = har["log"]["entries"][-1:]  # the status-0 entry first: the page
+    (tmp_path / "failed.har").write_text(json.dumps(har))
+    with pytest.raises(
+        HarnessError, match=r"entry 0 \(https://ads.chrome-dialect.test/pixel\) is the page, and it failed"
+    ):
+        read_har(tmp_path / "failed.har")
+
+
 @pytest.mark.parametrize(("name", "what"), sorted(WITHOUT_BODIES.items()))
 def test_entries_without_their_body_are_refused_in_one_line(name, what):
     with pytest.raises(HarnessError) as error:

@@ -30,7 +30,6 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import IO, NoReturn
-from urllib.parse import urlsplit
 
 import h11
 
@@ -49,6 +48,20 @@ class Reply:
     headers: list[tuple[str, str]]
     body: bytes
     wait_s: float
+
+
+@dataclass(frozen=True)
+class Request:
+    """What nginx passed on: the browser's scheme, Host, method and target."""
+
+    scheme: str
+    host: str
+    method: str
+    target: str
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}{self.target}"
 
 
 @dataclass(frozen=True)
@@ -94,27 +107,27 @@ class Replayer:
         }
 
     def reply(self, host: str, method: str, target: str, scheme: str = "https") -> Reply:
-        url = f"{scheme}://{host}{target}"
+        request = Request(scheme, host, method, target)
         match = self.index.match(host, method, target, scheme)
         if match.exchange is None or match.site is None:
-            self.log("miss", url, method, {"recorded_query": None})
+            self.log("miss", request, {"recorded_query": None})
             return Reply(404, [("content-type", "text/plain")], NOT_FOUND, 0.0)
         e: Exchange = match.exchange
         answer = self.answers[id(e)]
         if match.fuzzy:
-            self.log("fuzzy", url, method, {"recorded_query": match.recorded_query})
+            self.log("fuzzy", request, {"recorded_query": match.recorded_query})
         if answer.problem:
-            self.log("error", url, method, {"reason": answer.problem})
+            self.log("error", request, {"reason": answer.problem})
         if e.filled:
-            self.log("filled", url, method, {})
+            self.log("filled", request, {})
         wait = e.wait_ms / 1000 if self.wait else 0.0
         return Reply(answer.status, answer.headers, b"" if method.upper() == "HEAD" else answer.body, wait)
 
-    def log(self, kind: str, url: str, method: str, extra: dict) -> None:
+    def log(self, kind: str, request: Request, extra: dict) -> None:
         """One event (miss, fuzzy, error, filled) as a JSON line, with its time, URL and whether it is a page."""
-        parts = urlsplit(url)
-        line = {"time": time.time(), "kind": kind, "url": url, "host": parts.hostname, "method": method}
-        line |= {"target": url.split(parts.netloc, 1)[1], "page": url in self.pages, "worker": os.getpid()}
+        url = request.url
+        line = {"time": time.time(), "kind": kind, "url": url, "host": request.host, "method": request.method}
+        line |= {"target": request.target, "page": url in self.pages, "worker": os.getpid()}
         self.events.write(json.dumps(line | {k: v for k, v in extra.items() if v is not None}) + "\n")
         self.events.flush()
 
@@ -144,7 +157,8 @@ async def serve_h1(replayer: Replayer, reader: asyncio.StreamReader, writer: asy
             try:
                 await _send(conn, writer, reply)
             except h11.LocalProtocolError as exc:  # nginx then answers 502: a made-up answer, counted
-                replayer.log("error", f"{scheme}://{host}{target}", method, {"reason": f"cannot be sent ({exc})"})
+                reason = f"cannot be sent ({exc})"
+                replayer.log("error", Request(scheme, host, method, target), {"reason": reason})
                 return
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return

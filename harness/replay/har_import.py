@@ -103,6 +103,10 @@ def read_har(path: Path, site: str | None = None, options: ImportOptions | None 
     notes: Counter[str] = Counter()
     saved_without = _no_bodies_comment(log)
     exchanges = [_exchange(entry, i, path, options, notes, saved_without) for i, entry in enumerate(entries)]
+    if exchanges[0].failure:  # a visit of it could only fail, and not for any protocol's reason
+        raise HarnessError(
+            f"{path}: entry 0 ({url}) is the page, and it failed in the original ({exchanges[0].failure})"
+        )
     dns = synthesize_dns(entries, options.taken)
     return SiteRecord(site or site_of(url), url, "har", exchanges, dns, notes=dict(notes))
 
