@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.replay.archive import Exchange
-from harness.replay.matching import ExchangeIndex, body_for, response_headers, scheme_of
+from harness.replay.matching import ExchangeIndex, body_for, response_headers
 
 #: Debian's dynamic modules: Lua (with its development kit) for the wait, headers-more to drop nginx's own headers.
 MODULES = [
@@ -72,7 +72,7 @@ def file_answers(index: ExchangeIndex, address_of: dict[str, str], objects: Path
     for (host, method, path), candidates in index.by_key.items():
         for query, e, site in candidates:
             target = path + ("?" + query if query else "")
-            key = f"{scheme_of(e)} {address_of.get(host, '')} {host} {method} {target}"
+            key = f"{e.scheme} {address_of.get(host, '')} {host} {method} {target}"
             if key in seen:
                 continue  # a duplicate: the first answers, here as in the replay server
             seen.add(key)
@@ -131,8 +131,11 @@ def front_config(
         "  }",
         f"  upstream replay_server {{ server unix:{socket}; keepalive 32; }}",
     ]
+    by_address: dict[str, list[FileAnswer]] = {}
+    for a in answers:
+        by_address.setdefault(a.key.split(" ")[1], []).append(a)
     for spec in listen:
-        out += _servers(spec, [a for a in answers if a.key.split(" ")[1] == spec["address"]], objects)
+        out += _servers(spec, by_address.get(spec["address"], []), objects)
     out.append("}")
     return "\n".join(out) + "\n"
 

@@ -51,6 +51,7 @@ class ReplayWeb:
     hostnames: list[str] = field(default_factory=list)
     # What `lab check` fetches: per site, its page and one other answer, each with what was recorded
     samples: list[dict] = field(default_factory=list)
+    loaded: list[SiteRecord] = field(default_factory=list, repr=False)  # the archive's sites, loaded once
 
     @classmethod
     def plan(cls, config: LabConfig, archive_dir: Path) -> ReplayWeb:
@@ -61,7 +62,9 @@ class ReplayWeb:
         mapped: dict[str, str] = {}
         for record in records:
             web._add(record, pool, mapped)
-        web.samples = [sample for r in records for sample in web._samples(r)]
+        address_of = {name: address for address, names in web.hosts_at.items() for name in names}
+        web.samples = [sample for r in records for sample in web._samples(r, address_of)]
+        web.loaded = records
         web.sites = [r.site for r in records]
         web.urls = [r.url for r in records]
         web.hostnames = sorted({h for r in records for h in r.hostnames})
@@ -92,10 +95,9 @@ class ReplayWeb:
             if name in tls or name not in plain:
                 self.tls_at.add(address)
 
-    def _samples(self, record: SiteRecord) -> list[dict]:
+    def _samples(self, record: SiteRecord, address_of: dict[str, str]) -> list[dict]:
         """The site's page and its last other answer recorded in full (a file), each with the status, protocol
         and bytes a client must get from the lab: what the archive recorded, as this lab serves it."""
-        address_of = {name: address for address, names in self.hosts_at.items() for name in names}
         given = [e for e in record.exchanges if not e.failure and e.host in address_of]
         chosen = given[:1] + [e for e in given[1:] if e.status == 200][-1:]
         return [
@@ -150,7 +152,7 @@ class ReplayWeb:
         objects.mkdir()
         (run / "replay-nginx-tmp").mkdir(exist_ok=True)
         address_of = {name: address for address, names in self.hosts_at.items() for name in names}
-        answers = file_answers(ExchangeIndex(Archive(self.archive_dir).load_all()), address_of, objects, wait)
+        answers = file_answers(ExchangeIndex(self.loaded), address_of, objects, wait)
         socket = replay_socket(run)
         front = front_config(run, listen, answers, socket, objects, WORKER_PROCESSES)
         (run / "replay-nginx.conf").write_text(front)

@@ -19,9 +19,10 @@ import hashlib
 import json
 import zlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from harness.durable import write_durably
 from harness.errors import HarnessError
@@ -51,9 +52,21 @@ class Exchange:
     failure: str = ""
     filled: bool = False  # the body was made up at import (--fill-missing-bodies): the HAR held none
 
+    # Cached (a frozen dataclass keeps them in its __dict__): a lab's plan asks each exchange's host and scheme
+    # several times, and parsing the URL was a fifth of `lab up`'s Python time on a 6,000-exchange archive.
+    @cached_property
+    def parts(self) -> SplitResult:
+        """The URL, split."""
+        return urlsplit(self.url)
+
     @property
     def host(self) -> str:
-        return (urlsplit(self.url).hostname or "").lower()
+        return (self.parts.hostname or "").lower()
+
+    @property
+    def scheme(self) -> str:
+        """The URL's scheme: http or https."""
+        return self.parts.scheme.lower() or "https"
 
 
 @dataclass(frozen=True)

@@ -52,11 +52,6 @@ class Match:
     recorded_query: str = ""
 
 
-def scheme_of(e: Exchange) -> str:
-    """The exchange's URL scheme, "http" or "https"."""
-    return urlsplit(e.url).scheme.lower() or "https"
-
-
 def page_urls(record: SiteRecord) -> set[str]:
     """The URLs of the page's own document: its URL and every redirect from it, as recorded."""
     by_url = {e.url: e for e in record.exchanges}
@@ -85,7 +80,7 @@ class ExchangeIndex:
         self.by_key: dict[tuple[str, str, str], list[tuple[str, Exchange, str]]] = {}
         for record in records:
             for e in record.exchanges:
-                parts = urlsplit(e.url)
+                parts = e.parts
                 key = ((parts.hostname or "").lower(), e.method.upper(), parts.path or "/")
                 self.by_key.setdefault(key, []).append((parts.query, e, record.site))
 
@@ -94,7 +89,7 @@ class ExchangeIndex:
         `http://` URL is answered only by what was recorded over http, as the redirect to https usually is)."""
         parts = urlsplit(target)
         key = (host.split(":")[0].lower(), method.upper(), parts.path or "/")
-        candidates = [c for c in self.by_key.get(key, []) if scheme_of(c[1]) == scheme]
+        candidates = [c for c in self.by_key.get(key, []) if c[1].scheme == scheme]
         if not candidates:
             return Match(None, None, False)
         for query, e, site in candidates:
