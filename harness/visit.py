@@ -35,7 +35,7 @@ from harness.daemons import stopped
 from harness.errors import HarnessError, require_root
 from harness.outcome import ErrorClass, Outcome, Signals, classify, page_outcome
 from harness.place import Place
-from harness.replay.events import ReplayEvents
+from harness.replay.events import ReplayEvents, replay_record
 from harness.shaping.shaper import Shaper, shape
 
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
@@ -275,7 +275,8 @@ class Visitor:
             unread = str(exc)
         seen.packets = client_counters(self.client.namespace)
         seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
-        seen.place_problem = _place_problem(self.place) or unread or watch.problem or _page_problem(seen.replay)
+        replay_problem = seen.replay.page_problem if seen.replay else None  # the page not replayed as recorded
+        seen.place_problem = _place_problem(self.place) or unread or watch.problem or replay_problem
         seen.authentication_failed = arm.authentication_failed(seen.report.trr_failure)
         return seen
 
@@ -381,7 +382,7 @@ class Visitor:
             browser_dns=self._browser_dns_record(report.prefs),
             faults=seen.faults,
             **self._session_record(arm, seen),
-            **_replay_counts(seen.replay, self.browser.own_names),
+            **replay_record(seen.replay, self.browser.own_names),
             **_paint_metrics(report.paint, outcome),
         )
 
@@ -403,25 +404,6 @@ class Visitor:
         """The DNS preference profile, the values read back from the running browser, and any that differ."""
         differs = sorted(n for n, v in self.browser.dns_settings.items() if read and read.get(n) != v)
         return {"profile": self.browser.browser_dns, "values": read, "differs": differs}
-
-
-def _replay_counts(replay: ReplayEvents | None, own_names: frozenset[str]) -> dict:  # None off a replayed web
-    """What a replayed web did during the load (None where the place served no archive); the DNS misses are the
-    page's: names the browser asks by itself (``own_names``) are not."""
-    if replay is None:
-        return dict.fromkeys(("replay_misses", "replay_fuzzy", "replay_errors", "replay_filled", "replay_dns_misses"))
-    return {
-        "replay_misses": replay.misses,
-        "replay_fuzzy": replay.fuzzy,
-        "replay_errors": replay.errors,
-        "replay_filled": replay.filled,
-        "replay_dns_misses": [name for name in replay.dns_misses if name not in own_names],
-    }
-
-
-def _page_problem(replay: ReplayEvents | None) -> str | None:
-    """The replay's failure to give the page's own document as recorded: the place's, never the protocol's."""
-    return replay.page_problem if replay else None
 
 
 def _paint_metrics(paint: dict, outcome: Outcome) -> dict:  # fcp_ms, lcp_ms: float | None

@@ -39,6 +39,20 @@ class ReplayEvents:
             self.page_problem = f"replay: the page {url} was not replayed as recorded ({why})"
 
 
+def replay_record(replay: ReplayEvents | None, own_names: frozenset[str]) -> dict:  # None off a replayed web
+    """A visit record's replay fields (None where the place served no archive); the DNS misses are the page's:
+    names the browser asks by itself (``own_names``) are not."""
+    if replay is None:
+        return dict.fromkeys(("replay_misses", "replay_fuzzy", "replay_errors", "replay_filled", "replay_dns_misses"))
+    return {
+        "replay_misses": replay.misses,
+        "replay_fuzzy": replay.fuzzy,
+        "replay_errors": replay.errors,
+        "replay_filled": replay.filled,
+        "replay_dns_misses": [name for name in replay.dns_misses if name not in own_names],
+    }
+
+
 def read_events(log: Path, since: float, until: float) -> ReplayEvents:
     """The events the replay server logged in ``log`` between two Unix times."""
     seen = ReplayEvents()
