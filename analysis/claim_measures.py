@@ -180,13 +180,16 @@ def _median_estimate(
     resamples = draw_resamples(strata, reading.resamples, reading.seed)
     st = compare(d - claim.value, reading, sites, resamples)
     n_units = int(len(codes))
-    if st.ci_low_ms is None or st.ci_high_ms is None or st.median_ms is None:
-        raise NotMeasured(f"{len(d)} pairs at {n_units} {unit}: too few for an interval ({st.verdict})")
+    assert st.median_ms is not None  # d has a pair at least
     share = evidence.settings.power.default.site_share if evidence.settings.power else 0.5
+    # Too few pairs for an interval (the profile's min_pairs, two sites): an unbounded one, which decides nothing.
+    low, high = -math.inf, math.inf
+    if st.ci_low_ms is not None and st.ci_high_ms is not None:
+        low, high = st.ci_low_ms, st.ci_high_ms
     return Estimate(
         value=st.median_ms + claim.value,
-        low=st.ci_low_ms + claim.value,
-        high=st.ci_high_ms + claim.value,
+        low=low + claim.value,
+        high=high + claim.value,
         p_value=st.p_value,
         units=n_units,
         unit=unit,

@@ -63,8 +63,9 @@ class Verdict:
         if self.estimate is None:
             return f"{head} ({self.missing}); {source}; {mapped}"
         e = self.estimate
+        interval = f"[{e.low:+.2f}, {e.high:+.2f}]" if math.isfinite(e.low + e.high) else "[too few for an interval]"
         store = (
-            f"store: {e.value:+.2f} {e.scale} [{e.low:+.2f}, {e.high:+.2f}] at {e.units:,} {e.unit}, "
+            f"store: {e.value:+.2f} {e.scale} {interval} at {e.units:,} {e.unit}, "
             f"p {_p(e.p_value)}, {self.adjustment}-adjusted {_p(self.p_adjusted)} over {self.family}"
         )
         return f"{head} ({self.why}); {source}; {store}; {mapped}"
@@ -184,6 +185,8 @@ def _normal_needed(e: Estimate, distance: float, family: int, confidence: float,
     units put the edge ``distance`` away at z(level) + z(power) standard errors."""
     z_interval = stats.norm.ppf(0.5 + confidence / 2)
     se = (e.high - e.low) / (2 * z_interval)
+    if not math.isfinite(se):  # no interval to scale
+        return None
     if se <= 0:
         return e.units
     z = stats.norm.ppf(1 - (1 - confidence) / (2 * family)) + stats.norm.ppf(power)
