@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures, tables
+from analysis import claim_report, figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
 from analysis.formats import ms_interval, number, share
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
@@ -86,6 +86,9 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             sections.append(_protocols(report, results, settings))
             sections.append(_outcomes(report, visits, settings))
             sections += _apart(report, results, networks, settings)
+        claimed, written = claim_report.section_of(results, settings, out)  # every source, as the studies map
+        report.tables += written
+        sections.append(claimed)
 
         fig = figures.byte_cost_figure(load_sizes(byte_model), settings)
         sections.append("<h2>Byte cost</h2>" + drawn.now(fig, "byte-cost", "Bytes a client sends for r queries"))

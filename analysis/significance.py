@@ -67,22 +67,45 @@ def sign_test(differences: np.ndarray, sites: np.ndarray | None = None) -> float
     return float(2 * stats.norm.sf(observed / math.sqrt(float(np.sum(sums**2)))))
 
 
-def rate_difference_test(s1: np.ndarray, n1: np.ndarray, s2: np.ndarray, n2: np.ndarray) -> float | None:
-    """Two-sided p-value of "two success rates are equal", with the site as the unit: ``s1``, ``n1`` are each
-    site's successes and visits under the first configuration, ``s2``, ``n2`` under the second. The
-    difference of the pooled rates is divided by its standard error from the sites' own contributions
-    (linearised, the sandwich estimate), so a site's many visits count as that site's. None with fewer than
-    two sites."""
-    sites = np.count_nonzero((np.asarray(n1) + np.asarray(n2)) > 0)
-    total1, total2 = float(np.sum(n1)), float(np.sum(n2))
-    if sites < 2 or not total1 or not total2:
+def rate_difference_test(
+    s1: np.ndarray, n1: np.ndarray, s2: np.ndarray, n2: np.ndarray, difference: float = 0.0
+) -> float | None:
+    """Two-sided p-value of "two success rates differ by ``difference``" (equal, unless told), with the site as
+    the unit: ``s1``, ``n1`` are each site's successes and visits under the first configuration, ``s2``, ``n2``
+    under the second. The difference of the pooled rates is divided by its standard error from the sites' own
+    contributions (linearised, the sandwich estimate), so a site's many visits count as that site's. None with
+    fewer than two sites."""
+    sites = int(np.count_nonzero((np.asarray(n1) + np.asarray(n2)) > 0))
+    if sites < 2 or not float(np.sum(n1)) or not float(np.sum(n2)):
         return None
-    p1, p2 = float(np.sum(s1)) / total1, float(np.sum(s2)) / total2
-    contribution = (np.asarray(s1) - p1 * np.asarray(n1)) / total1 - (np.asarray(s2) - p2 * np.asarray(n2)) / total2
+    p1, c1 = _pooled(s1, n1)
+    p2, c2 = _pooled(s2, n2)
+    return _z_test(p1 - p2 - difference, c1 - c2, sites)
+
+
+def rate_test(s: np.ndarray, n: np.ndarray, share: float) -> float | None:
+    """Two-sided p-value of "the pooled success rate is ``share``", the site as the unit (each site's successes
+    ``s`` of visits ``n``), as `rate_difference_test` reads a difference. None with fewer than two sites."""
+    sites = int(np.count_nonzero(np.asarray(n) > 0))
+    if sites < 2:
+        return None
+    p, contribution = _pooled(s, n)
+    return _z_test(p - share, contribution, sites)
+
+
+def _pooled(s: np.ndarray, n: np.ndarray) -> tuple[float, np.ndarray]:
+    """The pooled rate and each site's contribution to its linearised error."""
+    total = float(np.sum(n))
+    p = float(np.sum(s)) / total
+    return p, (np.asarray(s) - p * np.asarray(n)) / total
+
+
+def _z_test(distance: float, contribution: np.ndarray, sites: int) -> float:
+    """Two-sided normal p-value of ``distance`` over the sandwich error of the sites' ``contribution``."""
     error = math.sqrt(sites / (sites - 1) * float(np.sum(contribution**2)))
     if error == 0:
-        return 1.0 if p1 == p2 else 0.0  # every site the same: all of one, none of the other
-    return float(2 * stats.norm.sf(abs(p1 - p2) / error))
+        return 1.0 if distance == 0 else 0.0  # every site the same: all of one, none of the other
+    return float(2 * stats.norm.sf(abs(distance) / error))
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:

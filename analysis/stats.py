@@ -338,3 +338,19 @@ def rate_differences(
         levels = percentile_levels(reading.confidence, sites, reading.interval)
         done.append((d, *percentiles(resampled, levels)) if len(resampled) else (d, math.nan, math.nan))
     return done
+
+
+def rate_share(
+    successes: np.ndarray, visits: np.ndarray, resamples: Resamples, reading: Reading
+) -> tuple[float, float, float]:
+    """One pooled success rate with its interval from the sites' bootstrap, read as `rate_differences` reads a
+    difference: ``successes`` and ``visits`` are each site's (the resamples' units). nan without visits."""
+    total = float(np.sum(visits))
+    if not total:
+        return math.nan, math.nan, math.nan
+    sums = resamples.weights @ np.stack([successes, visits], axis=1)
+    kept = sums[:, 1] > 0
+    resampled = sums[kept, 0] / sums[kept, 1]
+    levels = percentile_levels(reading.confidence, int(np.count_nonzero(visits)), reading.interval)
+    share = float(np.sum(successes)) / total
+    return (share, *percentiles(resampled, levels)) if len(resampled) else (share, math.nan, math.nan)

@@ -7,8 +7,10 @@ own difference under each configuration, sd 100 ms, as real sites do), then
 times reading it, the statistics of every cell of every network's grid
 (intervals from 1,000 resamples of the sites, the sign test, Hodges-Lehmann,
 Holm over each grid) and drawing the grids (PNG), in workers, one per core,
-as the report does (analysis/drawing.py). Prints the time of each step,
-the total and the peak resident memory.
+as the report does (analysis/drawing.py), then every prior study's claims
+read against the same store (analysis/claims.py; target: at most 10 s beside
+the grid). Prints the time of each step, the total and the peak resident
+memory.
 
     .venv/bin/python -m benchmarks.analysis_grid [--sites 2500] [--rounds 10] [--repeat 3]
 """
@@ -25,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from analysis import figures
+from analysis.claim_files import load_sources
+from analysis.claims import check_claims
 from analysis.drawing import Drawings
 from analysis.pairs import configurations, grid
 from analysis.results import load
@@ -96,10 +100,13 @@ def main() -> None:
         n = build(path, args.sites, args.rounds)
         print(f"store: {n:,} visits written in {time.perf_counter() - t:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
         totals: list[float] = []
-        steps: dict[str, list[float]] = {"read": [], "statistics": [], "figures": []}
+        steps: dict[str, list[float]] = {"read": [], "statistics": [], "figures": [], "claims": []}
+        sources = load_sources()
+        claims_cpu: list[float] = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            visits = load(path).visits
+            results = load(path)
+            visits = results.visits
             t1 = time.perf_counter()
             order = configurations(visits)
             grids = {net: grid(visits, net, settings, order) for net in NETWORKS}
@@ -111,7 +118,11 @@ def main() -> None:
                 ]
                 for net, drawing in drawn:
                     (Path(tmp) / f"grid-{net}.png").write_bytes(drawing.result().png)
-            t3 = time.perf_counter()
+            t3, cpu = time.perf_counter(), time.process_time()
+            verdicts = check_claims(results, settings, sources).verdicts  # beside the grid: the same store read
+            t4 = time.perf_counter()
+            steps["claims"].append(t4 - t3)
+            claims_cpu.append(time.process_time() - cpu)  # on a shared machine the wall time waits for a core
             steps["read"].append(t1 - t0)
             steps["statistics"].append(t2 - t1)
             steps["figures"].append(t3 - t2)
@@ -122,7 +133,13 @@ def main() -> None:
             f"(median pairs per cell {statistics.median(c.statistics.pairs for g in grids.values() for c in g):,.0f})"
         )
         for name, values in steps.items():
-            print(f"  {name}: median {statistics.median(values):.2f} s")
+            print(f"  {name}: median {statistics.median(values):.2f} s (runs: {', '.join(f'{v:.2f}' for v in values)})")
+        counts = {v.verdict: sum(w.verdict == v.verdict for w in verdicts) for v in verdicts}
+        print(
+            f"claims: {len(verdicts)} of {len(sources)} sources, {counts}; "
+            f"median {statistics.median(steps['claims']):.2f} s, CPU {statistics.median(claims_cpu):.2f} s "
+            "(target <= 10 s beside the grid)"
+        )
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
         print(
             f"total: median {statistics.median(totals):.2f} s over {args.repeat} runs (target <= 20 s); "

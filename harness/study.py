@@ -177,6 +177,9 @@ class StudyAnalysis(BaseModel):
     multiple_comparisons: Literal["holm", "benjamini-hochberg"] | None = None
     # The smallest median difference (ms) the study means to detect: `study check` warns when its plan cannot.
     minimum_detectable_effect_ms: float | None = Field(default=None, gt=0, le=600_000)
+    # Prior studies' names (profiles/claims/*.toml: a resolver "cloudflare", a network "3g") -> this study's
+    # resolver or network that stands in for it, for `dnsstudy claims` and the report (docs/analysis.md, "Claims").
+    claims_map: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")], str] = Field(default_factory=dict)
 
 
 def _browser_dns(value: str) -> str:
@@ -242,6 +245,16 @@ class Study(BaseModel):
             for name in info.data.get("browsers", []):
                 if not browser_class(name).reusable:
                     raise ValueError(f"browser '{name}' cannot serve many visits (it runs fresh only)")
+        return value
+
+    @field_validator("analysis")
+    @classmethod
+    def _claims_map_names_own(cls, value: StudyAnalysis, info: ValidationInfo) -> StudyAnalysis:
+        """A claim's name is mapped onto one of this study's resolvers or networks, nothing else."""
+        own = [*info.data.get("resolvers", []), *info.data.get("networks", [])]
+        for name, target in value.claims_map.items():
+            if target not in own:
+                raise ValueError(f"claims_map.{name}: '{target}' is none of the study's resolvers or networks")
         return value
 
     @field_validator("lab_profile")

@@ -31,6 +31,7 @@ def make_store(
     paints: Paints | None = None,
     vantage_points: dict[str, float] | None = None,
     browsers: dict[str, dict[str, float]] | None = None,
+    config: dict | None = None,
 ) -> Path:
     """A store whose every planned visit is done with the outcome ``outcome`` gives it.
 
@@ -38,7 +39,8 @@ def make_store(
     its record); every other visit has none, as in a crawl. Without, every record says none, and the columns
     are left as `Store` makes them. ``vantage_points``: name -> ms added to every onLoad measured there (the
     plan is repeated at each, as a study with vantage points plans it). ``browsers``: name -> protocol -> ms
-    added to every onLoad of that protocol in that browser (a factor of the plan, as a study's `browsers`)."""
+    added to every onLoad of that protocol in that browser (a factor of the plan, as a study's `browsers`).
+    ``config``: the study's record as a crawl stores it (`LoadedStudy.record()`); default an empty study."""
     store = Store(path)
     site_list = [Site(f"site{i}.test", i + 1, "top" if i < sites // 2 else "tail") for i in range(sites)]
     places = vantage_points or {"": 0.0}
@@ -46,7 +48,7 @@ def make_store(
     plan = list(
         make_plan(site_list, rounds, list(networks), list(configurations), 1, list(places), browsers=tuple(slower))
     )
-    store.add_study("synthetic", "synthetic", 1, {"study": {}}, plan)
+    store.add_study("synthetic", "synthetic", 1, config or {"study": {}}, plan)
     index = {s.domain: i for i, s in enumerate(site_list)}
     painted: list[tuple] = []
     for visit in plan:

@@ -34,6 +34,7 @@ for command in (
     distributed.worker,
     distributed.coordinate,
     analysis.analyze,
+    analysis.claims,
     analysis.export,
     replay.archive,
     replay.record,

@@ -15,6 +15,15 @@ if TYPE_CHECKING:
     from harness.study import LoadedStudy
 
 
+#: `--profile`, the analysis profile, as every reading command takes it.
+profile_option = click.option(
+    "--profile",
+    "analysis_profile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Analysis profile (default profiles/analysis/paper-2019.toml).",
+)
+
+
 @click.command("analyze")
 @click.argument("stores", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -23,12 +32,7 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False, path_type=Path),
     help="Output directory (default: 'report' beside the first store).",
 )
-@click.option(
-    "--profile",
-    "analysis_profile",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Analysis profile (default profiles/analysis/paper-2019.toml).",
-)
+@profile_option
 @one_line_errors
 def analyze(stores: tuple[Path, ...], out: Path | None, analysis_profile: Path | None) -> None:
     """Figures (PNG, PDF), tables (Markdown, CSV, LaTeX) and report.html from one or more results stores."""
@@ -67,6 +71,65 @@ def export(store: Path, out: Path, fmt: str) -> None:
     except ResultsError as exc:
         raise HarnessError(str(exc)) from None
     console.print(f"wrote {', '.join(p.name for p in paths)} to {out}")
+
+
+@click.command("claims")
+@click.argument("stores", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    help="A prior study's claims, by its file's name under profiles/claims/ (repeat; default: every source).",
+)
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="NAME=STORE_NAME",
+    help="Read a claim's resolver or network NAME as the stores' STORE_NAME (repeat; over the studies' claims_map).",
+)
+@click.option(
+    "--bench",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A `dnsstudy bench --results` directory: handshake and loss-sweep claims read its tables.",
+)
+@profile_option
+@one_line_errors
+def claims(
+    stores: tuple[Path, ...],
+    sources: tuple[str, ...],
+    maps: tuple[str, ...],
+    bench: Path | None,
+    analysis_profile: Path | None,
+) -> None:
+    """Prior studies' claims checked against STORES: per claim the source's figure, the stores' with its 95 %
+    interval, and a verdict (holds, contradicted, inconclusive, not measured) with the names it mapped."""
+    from analysis.claim_files import load_sources
+    from analysis.claim_report import lines
+    from analysis.claims import check_claims
+    from analysis.results import ResultsError, load
+    from analysis.settings import DEFAULT_PROFILE, load_settings
+
+    overrides = parse_maps(maps)
+    try:
+        chosen = load_sources(list(sources) or None)
+        settings = load_settings(analysis_profile or DEFAULT_PROFILE)
+        report = check_claims(load(list(stores)), settings, chosen, overrides, bench)
+    except (ResultsError, ValueError) as exc:
+        raise HarnessError(str(exc)) from None
+    for line in lines(report, chosen):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def parse_maps(maps: tuple[str, ...]) -> dict[str, str]:
+    """`--map cloudflare=far` options as {"cloudflare": "far"}; a malformed one is a one-line error."""
+    parsed = {}
+    for item in maps:
+        name, sep, target = item.partition("=")
+        if not sep or not name.strip() or not target.strip():
+            raise HarnessError(f"--map {item!r}: expected NAME=STORE_NAME (e.g. cloudflare=far)")
+        parsed[name.strip().lower()] = target.strip()
+    return parsed
 
 
 def plan_power(
