@@ -205,7 +205,7 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
     `ReusedFirefoxSession.renew_network_observer`), to show what renewing it removes; both then with BiDi's
     network events (the recorder, the harness's default, has no observer)."""
     from harness.browser.base import SessionPolicy
-    from harness.browser.reused import ReusedFirefoxSession
+    from harness.browser.firefox_reused import ReusedFirefoxSession
     from harness.browser.session import FirefoxSession
     from harness.visit import Visitor
 
