@@ -17,5 +17,5 @@ def fresh_lab(args: argparse.Namespace):
 
     lab = Lab(load_lab_config().with_overrides(prefix=args.prefix, subnet=args.subnet))
     lab.down()
-    lab.up()
+    lab.up(wait=60)  # its nginx took 23 s to listen on a 2-core machine shared with other jobs (load 10)
     return lab

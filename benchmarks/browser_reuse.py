@@ -11,14 +11,17 @@ the median harness overhead per visit (wall minus onLoad) and visits per
 hour per mode; and the reused browser's memory (PSS) over the visits of
 one session under the restart policy (`--memory-visits`); with `--carryover`, whether what makes a
 reused browser faster is state of the site that outlived the clearing or the browser's first page; and,
-with `--instrumentation-compare`, what WebDriver BiDi's network events cost onLoad against the harness's
-own request recorder (every mode both ways, interleaved).
+with `--instrumentation-compare`, what recording the requests costs onLoad: each browser (`--browsers`) with its
+requests recorded as the harness records them (Firefox: the harness's recorder; Chromium: BiDi's network
+events) against no request recorded at all (`network_events = "none"`: BiDi's navigation events and the
+page's Navigation Timing only), every mode a browser can run both ways, interleaved by block.
 
     .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 20   # site state or first page?
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 12 --carryover-compare   # observer kept too
-    .venv/bin/python -m benchmarks.browser_reuse --visits 20 --networks wired --instrumentation-compare
+    .venv/bin/python -m benchmarks.browser_reuse --visits 20 --networks wired --instrumentation-compare \
+        --browsers firefox,chromium --modes fresh-cold
 """
 
 from __future__ import annotations
@@ -145,22 +148,34 @@ def first_pages(rows: dict, networks: list[str], protocols: list[str], rng: np.r
                 print(f"{net:6} {key:13} n={len(values):4}  {statistics.median(values):.3f} [{low:.3f}, {high:.3f}]")
 
 
-def report_instrumentation(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
-    """onLoad with the harness's request recorder against WebDriver BiDi's network events, per mode and arm."""
+def label(browser: str, mode: str, source: str, default: str) -> str:
+    """The rows' name of a cell: the mode alone for Firefox as the harness runs it (what `report` reads)."""
+    name = mode if browser == "firefox" else f"{mode}@{browser}"
+    return name if source == default else f"{name}+{source}"
+
+
+def report_instrumentation(rows: dict, networks: list[str], protocols: list[str], cells: list[tuple]) -> None:
+    """onLoad with each browser's requests recorded as the harness does against none recorded, per mode and arm."""
     rng = np.random.default_rng(3)
-    print("\nonLoad (ms), the recorder against BiDi's network events: medians, ratio recorder/BiDi [95 % CI], p")
+    print("\nonLoad (ms), requests recorded against none: medians, ratio recorded/none [95 % CI], Mann-Whitney p")
     for net in networks:
-        for mode in modes:
+        for browser, mode, default in sorted({(b, m, d) for b, m, _, d in cells}):
             for protocol in protocols:
-                bidi = [r["onload"] for r in rows.get((net, f"{mode}+bidi", protocol), []) if r["ok"]]
-                rec = [r["onload"] for r in rows.get((net, mode, protocol), []) if r["ok"]]
-                if len(bidi) < 3 or len(rec) < 3:
+                none = [
+                    r["onload"] for r in rows.get((net, label(browser, mode, "none", default), protocol), []) if r["ok"]
+                ]
+                rec = [
+                    r["onload"]
+                    for r in rows.get((net, label(browser, mode, default, default), protocol), [])
+                    if r["ok"]
+                ]
+                if len(none) < 3 or len(rec) < 3:
                     continue
-                low, high = ratio_interval(rec, bidi, rng)
-                b, c = statistics.median(bidi), statistics.median(rec)
+                low, high = ratio_interval(rec, none, rng)
+                n, c = statistics.median(none), statistics.median(rec)
                 print(
-                    f"{net:6} {mode:12} {protocol:5} n={len(bidi):3}/{len(rec):3}  BiDi {b:7.0f}  recorder {c:7.0f}  "
-                    f"ratio {c / b:.3f} [{low:.3f}, {high:.3f}]  p={mannwhitneyu(rec, bidi).pvalue:.3g}"
+                    f"{net:6} {browser:8} {mode:12} {protocol:5} n={len(rec):3}/{len(none):3}  {default} {c:7.0f}  "
+                    f"none {n:7.0f}  ratio {c / n:.3f} [{low:.3f}, {high:.3f}]  p={mannwhitneyu(rec, none).pvalue:.3g}"
                 )
 
 
@@ -205,7 +220,7 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
     `ReusedFirefoxSession.renew_network_observer`), to show what renewing it removes; both then with BiDi's
     network events (the recorder, the harness's default, has no observer)."""
     from harness.browser.base import SessionPolicy
-    from harness.browser.reused import ReusedFirefoxSession
+    from harness.browser.firefox_reused import ReusedFirefoxSession
     from harness.browser.session import FirefoxSession
     from harness.visit import Visitor
 
@@ -282,20 +297,31 @@ def main() -> None:
     parser.add_argument(
         "--instrumentation-compare",
         action="store_true",
-        help="every mode also with WebDriver BiDi's network events instead of the harness's recorder, interleaved",
+        help="every mode also with no request recorded (network_events = 'none'), interleaved",
     )
+    parser.add_argument("--browsers", default="firefox", help="firefox, chromium (Chromium: fresh-cold only)")
     add_lab_arguments(parser)
     args = parser.parse_args()
 
     from harness.browser.base import SessionPolicy
+    from harness.browser.chromium_session import ChromiumSession
+    from harness.browser.registry import browser_class
     from harness.browser.session import FirefoxSession
+    from harness.browser.webdriver_session import WebDriverSession
     from harness.shaping.link_profile import load_link_profile
     from harness.shaping.shaper import Shaper
     from harness.visit import Visitor
 
     networks, protocols, modes = args.networks.split(","), args.protocols.split(","), args.modes.split(",")
-    sources = ["recorder", "bidi"] if args.instrumentation_compare else ["recorder"]
-    cells = [(mode, source) for mode in modes for source in sources]
+    sessions: dict[str, type[WebDriverSession]] = {"firefox": FirefoxSession, "chromium": ChromiumSession}
+    defaults = {browser: sessions[browser].network_events for browser in args.browsers.split(",")}
+    cells = [  # (browser, mode, request source, the browser's own source)
+        (browser, mode, source, default)
+        for browser, default in defaults.items()
+        for mode in modes
+        if MODES[mode] == ("fresh", "cold") or browser_class(browser).reusable
+        for source in ([default, "none"] if args.instrumentation_compare else [default])
+    ]
     lab = fresh_lab(args)
     rows: dict = {}
     link_rtt = {n: load_link_profile(n).round_trip()["added_rtt_ms"] for n in networks}
@@ -304,24 +330,27 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             shaper = Shaper(lab)
             visitors = {
-                mode: Visitor(lab, Path(tmp), session=SessionPolicy(MODES[mode][0]), resolver_connection=MODES[mode][1])
-                for mode in modes
+                (b, mode): Visitor(
+                    lab, Path(tmp), session=SessionPolicy(MODES[mode][0]), resolver_connection=MODES[mode][1], browser=b
+                )
+                for b, mode, _, _ in cells
             }
             for net in networks if args.visits else []:  # --visits 0: the memory run alone
                 shaper.apply(load_link_profile(net))
                 for block in range(max(1, args.visits // args.per_block)):
-                    for mode, source in random.sample(cells, len(cells)):
-                        visitors[mode].network = net
-                        FirefoxSession.network_events = source  # read when a block's browser starts
-                        label = mode if source == "recorder" else f"{mode}+bidi"
-                        run_block(visitors[mode], protocols, args.per_block, args.url, rows, label, net)
+                    for browser, mode, source, default in random.sample(cells, len(cells)):
+                        visitors[(browser, mode)].network = net
+                        sessions[browser].network_events = source  # read when a block's browser starts
+                        name = label(browser, mode, source, default)
+                        run_block(visitors[(browser, mode)], protocols, args.per_block, args.url, rows, name, net)
                     print(f"{net}: block {block + 1} of every mode done", flush=True)
-            FirefoxSession.network_events = "recorder"
+            for browser, default in defaults.items():
+                sessions[browser].network_events = default
             shaper.clear()
             if rows:
                 report(rows, networks, protocols, link_rtt)
             if args.instrumentation_compare:
-                report_instrumentation(rows, networks, protocols, modes)
+                report_instrumentation(rows, networks, protocols, cells)
             if args.carryover:
                 carryover(
                     lab,

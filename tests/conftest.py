@@ -27,6 +27,8 @@ TEST_PREFIX = os.environ.get("DNSSTUDY_TEST_PREFIX", "dstest")
 #: /23s for test labs: the first is the session lab's, the rest go to private labs in turn.
 TEST_POOL = ipaddress.ip_network(os.environ.get("DNSSTUDY_TEST_POOL", "198.18.32.0/19"))
 TEST_SUBNET = str(next(TEST_POOL.subnets(new_prefix=23)))
+#: How long a test lab may take to listen: nginx took 23 s on a 2-core machine shared with other jobs (load 10-13).
+LAB_UP_WAIT = 60.0
 
 
 class LabAddresses:
@@ -91,7 +93,7 @@ def lab(lab_config):
 
     the_lab = Lab(lab_config)
     the_lab.down()  # leftovers of an interrupted earlier run
-    the_lab.up()
+    the_lab.up(wait=LAB_UP_WAIT)
     yield the_lab
     the_lab.down()
 
@@ -114,7 +116,7 @@ def private_lab(lab_config) -> Iterator[Callable[..., object]]:
         made.append(the_lab)
         the_lab.down()  # leftovers of an interrupted earlier run
         if up:
-            the_lab.up()
+            the_lab.up(wait=LAB_UP_WAIT)
         return the_lab
 
     yield make

@@ -211,3 +211,65 @@ def test_the_layer_table_reader_takes_folders_and_files():
     table = layers_from_docs(text)
     assert layer_of("a/run.py", table) == 2 and layer_of("a/b/c.py", table) == 2 and layer_of("a/x.py", table) == 1
     assert layer_of("z/y.py", table) is None
+
+
+BROWSER_PACKAGE = ROOT / "harness" / "browser"
+
+
+def browser_classes(sources: dict[str, str]) -> dict[str, tuple[str | None, set[str]]]:
+    """Every class in ``sources`` (module name -> text): the browser its name names, if any (a name that
+    `register_browser` is given, case aside), and the names of its direct bases."""
+    trees = {name: ast.parse(text) for name, text in sources.items()}
+    browsers = {
+        str(decorator.args[0].value).lower()
+        for tree in trees.values()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        for decorator in node.decorator_list
+        if isinstance(decorator, ast.Call)
+        and ast.unparse(decorator.func).endswith("register_browser")
+        and decorator.args
+        and isinstance(decorator.args[0], ast.Constant)
+    }
+    classes: dict[str, tuple[str | None, set[str]]] = {}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                named = [b for b in sorted(browsers) if b in node.name.lower()]
+                bases = {ast.unparse(base).rpartition(".")[2] for base in node.bases}
+                classes[node.name] = (named[0] if named else None, bases)
+    return classes
+
+
+def cross_browser_inheritance(classes: dict[str, tuple[str | None, set[str]]]) -> list[str]:
+    """Classes of one browser with an ancestor (however far up) of another browser: "Class < Ancestor"."""
+    found = []
+    for name, (browser, _) in sorted(classes.items()):
+        pending, seen = list(classes[name][1]), set()
+        while pending:
+            base = pending.pop()
+            if base in seen or base not in classes:
+                continue
+            seen.add(base)
+            other = classes[base][0]
+            if browser and other and other != browser:
+                found.append(f"{name} < {base}")
+            pending.extend(classes[base][1])
+    return found
+
+
+def test_no_browser_class_inherits_another_browser_s():
+    sources = {p.stem: p.read_text() for p in sorted(BROWSER_PACKAGE.rglob("*.py"))}
+    classes = browser_classes(sources)
+    assert {"firefox", "chromium"} <= {b for b, _ in classes.values() if b}, "the rule must see both browsers"
+    assert cross_browser_inheritance(classes) == []
+
+
+def test_the_browser_rule_names_a_class_that_inherits_another_browser_s():
+    sources = {
+        "a": '@register_browser("firefox")\nclass Firefox(Browser):\n    pass\nclass FirefoxSession(Base):\n    pass\n',
+        "b": '@register_browser("chromium")\nclass Chromium(Browser):\n    pass\n'
+        "class ChromiumSession(session.FirefoxSession):\n    pass\nclass ReusedChromium(ChromiumSession):\n    pass\n",
+    }
+    found = cross_browser_inheritance(browser_classes(sources))
+    assert found == ["ChromiumSession < FirefoxSession", "ReusedChromium < FirefoxSession"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.arms.base import DnsArm
-from harness.browser import base, reused, scripts, session
+from harness.browser import base, firefox_reused, scripts, session, webdriver_session
 from harness.browser.account import BrowserAccount
 from harness.browser.base import Browser, PageLoad, register_browser
 from harness.browser.firefox import Firefox
@@ -25,7 +25,7 @@ CLIENT = ClientSide("x-client", Path("/run/dnsstudy/x"), Path("/run/dnsstudy/x/c
 def test_every_script_is_loaded_by_the_session_and_none_is_missing():
     loaded = {
         v
-        for module in (session, reused)
+        for module in (session, firefox_reused, webdriver_session)
         for k, v in vars(module).items()
         if k.startswith("_") and isinstance(v, str) and k.isupper()
     }

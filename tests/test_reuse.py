@@ -24,7 +24,8 @@ from harness import netns
 from harness.arms.base import DnsArm
 from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.firefox import Firefox
-from harness.browser.reused import ReusedFirefoxSession, dns_queries_in_flight, process_state
+from harness.browser.firefox_reused import ReusedFirefoxSession
+from harness.browser.reused import dns_queries_in_flight, process_state
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.lab import faults
@@ -566,8 +567,8 @@ def test_a_dns_query_still_in_flight_ends_before_the_next_visit_counts(reused, l
     visitor = reused()
     assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
     session = session_of(visitor)
-    assert session._driver is not None and session._firefox is not None
-    firefox, uid = session._firefox, visitor.browser.account.uid
+    assert session._driver is not None and session._browser_pid is not None
+    firefox, uid = session._browser_pid, visitor.browser.account.uid
     netns.nft(lab.namespaces["server"], ["-f", "-"], DROP_DNS)
     try:
         with netns.entered(visitor.client.namespace):

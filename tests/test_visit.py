@@ -15,6 +15,7 @@ from haralyzer import HarParser
 
 from harness import netns
 from harness.browser.account import BrowserAccount
+from harness.browser.chromium_session import ChromiumSession
 from harness.browser.firefox import Firefox
 from harness.browser.har import read_har
 from harness.browser.session import FirefoxSession
@@ -277,3 +278,19 @@ def test_the_dot_stub_is_a_choice_and_dnsproxy_proves_dot_like_stubby(lab, tmp_p
     assert result.error_class == "Successful", result.detail
     assert result.proof["valid"] and result.arm["stub"] == "dnsproxy"
     assert result.proof["resolver_queries"]["dot"] > 10
+
+
+@pytest.mark.parametrize("browser", ["firefox", "chromium"])
+def test_a_visit_that_records_no_request_still_loads_proves_its_arm_and_times_the_page(
+    lab, tmp_path, monkeypatch, browser
+):
+    """`network_events = "none"` (what the instrumentation benchmark compares against): BiDi's navigation events
+    and Navigation Timing only, so the HAR has the page and no entry, and the arm's proof is the counters'."""
+    session = {"firefox": FirefoxSession, "chromium": ChromiumSession}[browser]
+    monkeypatch.setattr(session, "network_events", "none")
+    quiet = Visitor(lab, tmp_path, timeout=30.0, margin=10.0, browser=browser)
+    result = visit_retrying_harness_failures(quiet, PAGE, "doh")
+    assert result.error_class == "Successful", explain(result)
+    assert result.proof["valid"] and result.on_load_ms
+    har = read_har(Path(result.har_path))
+    assert har["log"]["entries"] == [] and har["log"]["pages"][0]["pageTimings"]["onLoad"] == result.on_load_ms

@@ -1,5 +1,6 @@
 """One Chromium session: a fresh user-data directory, chromedriver and Chromium as the browser account, one
-navigation; the watchdog, the kill and the navigation are `FirefoxSession`'s, what differs is here.
+navigation; the watchdog, the kill and the navigation are `WebDriverSession`'s (shared with Firefox), what is
+Chromium's is here.
 
 The browser runs with its own sandbox (user namespaces and seccomp; Debian's build has no setuid helper):
 never `--no-sandbox`. It trusts the place's CA through the NSS database in its HOME (~/.pki/nssdb), never
@@ -10,49 +11,48 @@ configuration (harness/browser/chromium_netlog.py).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 
 from harness import netns
 from harness.arms.doh import DOH_CERTIFICATE_FAILED
-from harness.browser.account import BrowserAccount
 from harness.browser.bidi import BidiEventLog
 from harness.browser.chromium_netlog import read_netlog
-from harness.browser.scripts import script
-from harness.browser.session import FirefoxSession, _bidi_on_load, _first_line, _page_info, _paint
+from harness.browser.webdriver_session import NO_NETWORK_EVENTS, WebDriverSession, first_line
 
 CHROMIUM = "/usr/lib/chromium/chromium"  # the binary itself: /usr/bin/chromium is a wrapper adding flags
 CHROMEDRIVER = "/usr/bin/chromedriver"
 #: What Chromium prints when neither the setuid nor the namespace sandbox can start (sandbox/linux/...).
 NO_SANDBOX = "No usable sandbox"
 
-_NAVIGATION = script("navigation")
 
-
-class ChromiumSession(FirefoxSession):
+class ChromiumSession(WebDriverSession):
     """`start`, `load`, `stop` of one Chromium visit. ``template`` is the NSS database trusting the place's CA;
     ``switches``, ``local_state`` and ``preferences`` are what the study's settings and the arm say."""
 
+    #: Where the HAR's requests come from: "bidi", WebDriver BiDi's network events (chromium-bidi over CDP);
+    #: "none": no request recorded, only to measure what BiDi's cost onLoad (`benchmarks.browser_reuse
+    #: --instrumentation-compare`).
+    NETWORK_SOURCES = ("bidi", NO_NETWORK_EVENTS)
+    network_events = "bidi"
+    driver_name = "chromedriver"
+
     def __init__(
         self,
-        account: BrowserAccount,
-        template: Path,
-        namespace: str | None,
-        work_root: Path,
+        *args: Any,
         switches: list[str],
         local_state: dict,
         preferences: dict,
         read_settings: dict[str, str],
-        timeout: float = 30.0,
-        margin: float = 10.0,
+        **kwargs: Any,
     ):
-        super().__init__(account, template, namespace, work_root, timeout=timeout, margin=margin)
+        """`WebDriverSession`'s arguments, and what the study's settings and the arm say."""
+        super().__init__(*args, **kwargs)
         self.switches, self.local_state, self.preferences = switches, local_state, preferences
         self.read_settings = read_settings  # name -> kind of the study's settings, read back from the net log
 
@@ -71,19 +71,12 @@ class ChromiumSession(FirefoxSession):
 
     def _start_driver(self, work: Path) -> int:
         port = netns.free_tcp_port()
-        argv = self.account.setpriv([CHROMEDRIVER, f"--port={port}"])
-        if self.namespace:
-            argv = netns.command(self.namespace, argv)
         env = {**self.account.environment(work), "HOME": str(work / "home")}
         env = {k: v for k, v in env.items() if not k.startswith("MOZ_")}
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        with os.fdopen(os.open(work / "chromedriver.log", flags, 0o600), "ab") as log:
-            self._driver_proc = subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        return self._await_driver(port, "chromedriver")
+        self._spawn_driver(self.account.setpriv([CHROMEDRIVER, f"--port={port}"]), env, work / "chromedriver.log")
+        return self._await_driver(port)
 
-    def _options(self, profile_dir: Path) -> Options:  # type: ignore[override]  # Chrome's, not Firefox's
+    def _options(self, profile_dir: Path) -> Options:
         options = Options()
         options.binary_location = CHROMIUM
         for argument in ["--headless", f"--user-data-dir={profile_dir}", f"--log-net-log={self._netlog}"]:
@@ -101,26 +94,18 @@ class ChromiumSession(FirefoxSession):
         assert self._work is not None
         return self._work / "netlog.json"
 
-    def _start_browser(self, profile_dir: Path, work: Path) -> None:
-        """chromedriver, a WebDriver session with BiDi and the event log; a failure is the harness's, and a
-        sandbox that could not start says so in one line."""
-        report, t = self.report, time.monotonic()
-        try:
-            port = self._start_driver(work)
-            report.phases["browser_start.driver"] = time.monotonic() - t
-            driver = self._driver = webdriver.Remote(
-                command_executor=f"http://127.0.0.1:{port}", options=self._options(profile_dir)
+    def _ready(self, driver: webdriver.Remote) -> BidiEventLog:
+        """The event log: BiDi's network events too, unless no request is recorded."""
+        return self._bidi_events(driver, network=self._source == "bidi")
+
+    def _start_failure(self, exc: Exception, work: Path) -> str:
+        """A sandbox that could not start says so in one line."""
+        if _log_says(work / "chromedriver.log", NO_SANDBOX):
+            return (
+                "start: Chromium's sandbox could not start (it said 'No usable sandbox'): the browser account "
+                "needs user namespaces; dnsstudy never runs Chromium with --no-sandbox"
             )
-            report.phases["browser_start.session"] = time.monotonic() - t - report.phases["browser_start.driver"]
-            self._events = BidiEventLog(driver.capabilities["webSocketUrl"])
-        except Exception as exc:  # no browser, no visit: the harness failed, not the page
-            report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
-            if _log_says(work / "chromedriver.log", NO_SANDBOX):
-                report.driver_failure = (
-                    "start: Chromium's sandbox could not start (it said 'No usable sandbox'): the browser account "
-                    "needs user namespaces; dnsstudy never runs Chromium with --no-sandbox"
-                )
-        report.phases["browser_start"] = time.monotonic() - t
+        return super()._start_failure(exc, work)
 
     def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
         """What the page reports (navigation, paint), the BiDi events and the navigation's net error; then a
@@ -128,27 +113,19 @@ class ChromiumSession(FirefoxSession):
         report, t = self.report, time.monotonic()
         try:
             if report.driver_failure is None:
-                seen = driver.execute_script(_NAVIGATION)
-                report.document_uri = seen["uri"]
-                report.error_page = seen["uri"].startswith("chrome-error:")
-                report.paint = _paint(driver) if not report.error_page else {}
-                report.page = _page_info(url, seen)
-                report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
-                events.settle()
+                self._read_page(url, driver, "chrome-error:")
+                if self._source == "bidi":
+                    events.settle()
                 if not report.error_page and report.exception is None:
                     _await_load_event(events)
         except Exception as exc:
-            report.driver_failure = f"collect: {type(exc).__name__}: {_first_line(exc)}"
-        events.close()
-        report.events = events.snapshot()
-        report.bidi_on_load_ms = _bidi_on_load(report.events)
+            report.driver_failure = f"collect: {type(exc).__name__}: {first_line(exc)}"
+        report.events = self._take_events(events)
         # A navigation the page-load timeout stopped ends in net::ERR_ABORTED: that abort is the driver's.
         failed = report.error_page or report.exception not in (None, "TimeoutException")
         report.net_error = navigation_error(report.events) if failed else None
         self._read_netlog(driver)
-        if report.watchdog_fired and report.driver_failure is None:
-            report.driver_failure = "watchdog: the visit overran its time budget"
-        report.phases["collect"] = time.monotonic() - t
+        self._finish_collect(t)
 
     def _read_netlog(self, driver: webdriver.Remote) -> None:
         """Quit the browser cleanly (it closes its net log), then read the DNS facts and settings from it."""

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from harness.browser.base import Browser, PageLoad, SessionPolicy, register_browser
 from harness.browser.firefox_dns import firefox_prefs
+from harness.browser.firefox_reused import ReusedFirefoxSession
 from harness.browser.prefs import DNS_CURRENT, load_prefs
-from harness.browser.reused import ReusedFirefoxSession
 from harness.browser.session import GECKODRIVER, FirefoxSession
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError

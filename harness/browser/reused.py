@@ -1,35 +1,25 @@
-"""One Firefox for many visits (`browser_session = "reused"`), with nothing of one visit seen by the next.
+"""One browser for many visits (`browser_session = "reused"`), with nothing of one visit seen by the next: what
+every browser's reused session shares.
 
-Before every visit, in this order: the arm's preferences are set in the
-running browser (each visit's arm may differ; those of the arm before are
-put back), everything a visit could leave is cleared (scripts/clear-state.js:
-Services.clearData with CLEAR_ALL, the TLS session cache, every idle
-connection closed, the browser's DoH connection with them, the DNS cache),
-the request recorder forgets what it saw (with BiDi's network events instead,
-the subscription is made anew: the network observer behind them kept every
-server certificate it had decoded), and the visit gets a new tab in a new user context (WebDriver BiDi
-`browser.createUserContext`): cookies, storage, the HTTP cache and
-connections are partitioned by it in Firefox, so even what clearing missed
-is out of the next visit's reach. After the visit its tab and user context
-are removed. The watchdog runs per visit; when it fires the browser is
-killed and the next visit gets a new one (harness/browser/firefox.py).
+`ReusedSession` sits on a browser's own session (`ReusedFirefoxSession` on `FirefoxSession`,
+harness/browser/firefox_reused.py). It starts the browser once; before every visit it waits for the visit
+before's DNS queries to end, starts the visit's watchdog, lets the browser clear what a visit could leave and
+take the arm's settings (`_clear_for_visit`, the browser's own), and opens a new tab in a new user context
+(WebDriver BiDi `browser.createUserContext`), so that even what clearing missed is out of the next visit's
+reach; after the visit the tab and user context are removed. The watchdog runs per visit; when it fires the
+browser is killed and the next visit gets a new one (the browser's `_restart_reason`).
 """
 
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from pathlib import Path
 
 from harness import netns
 from harness.browser.base import PageLoad
-from harness.browser.scripts import script
-from harness.browser.session import FirefoxSession, _first_line
-
-#: Preferences of a browser that serves many visits, set at its start. The platform resolver's state is per
-#: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lives across visits would keep
-#: the resolv.conf of the arm before (Do53 to the resolver, or the stub on loopback). Idle DNS threads exit at
-#: once, so each visit's are new (a thread start costs microseconds; within a visit a thread serves many names).
-REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-idle-time-seconds": 0}
+from harness.browser.bidi import BidiEventLog
+from harness.browser.webdriver_session import WebDriverSession, first_line
 
 #: How long a visit waits, before its counters start, for DNS queries of the visit before that are still in
 #: flight: glibc retries an unanswered query after 5 s, twice in all by default (resolv.conf(5)), and a retry
@@ -38,44 +28,40 @@ REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-
 DNS_SETTLE_S = 11.0
 DNS_PORT = 53
 
-_CLEAR = script("clear-state")
-_SET_PREFS = script("set-prefs")
 
-
-class ReusedFirefoxSession(FirefoxSession):
-    """A `FirefoxSession` that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
+class ReusedSession(WebDriverSession):
+    """A browser's session that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
     per visit, and `stop` at the end."""
 
-    #: With BiDi's network events (`network_events = "bidi"`): whether each visit gets a new BiDi subscription,
-    #: and with it a new network observer in Firefox (the old one kept every server certificate it decoded: a
-    #: site seen before loaded 10-18 % faster, docs/visit.md). False only to measure that
-    #: (`benchmarks.browser_reuse --carryover N --carryover-compare`). The recorder keeps no such thing.
-    renew_network_observer = True
-
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **{**kwargs, "prefs": {**(kwargs.get("prefs") or {}), **REUSED_PREFS}})
+        super().__init__(*args, **kwargs)
         self.visits = 0  # visits begun in this browser
         self._home: str | None = None  # the first tab's window handle: where the driver waits between visits
         self._tab: str | None = None  # the current visit's tab (a BiDi browsing context id = a window handle)
         self._user_context: str | None = None
-        self._originals: dict = {}  # preferences the current arm set -> the value each had before it
-        self._firefox: int | None = None  # the Firefox parent process (geckodriver's child)
+        self._browser_pid: int | None = None  # the browser's main process (its driver's child)
+
+    @abstractmethod
+    def _clear_for_visit(self, settings: dict) -> None:
+        """Clear what the visit before could have left and give the browser the arm's ``settings``; raise if it
+        cannot (the browser is then killed and the visit is the harness's failure)."""
 
     def start(self) -> None:
         """Start the browser as a fresh session does; its watchdog then covers only the start (one per visit)."""
         super().start()
         if self._driver is not None and self._events is not None and self._driver_proc is not None:
             driver_pid = self._driver_proc.pid
-            self._firefox = next((p for p in self._account_pids() if _parent(p) == driver_pid), None)
+            self._browser_pid = next((p for p in self._account_pids() if _parent(p) == driver_pid), None)
             try:  # still under the start's watchdog: a WebDriver command to a hung browser never returns
                 self._home = self._driver.current_window_handle
             except Exception as exc:
-                self.report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
+                self.report.driver_failure = f"start: {type(exc).__name__}: {first_line(exc)}"
+            # A warm-up before the first measured visit (issue 41 item 1) goes here, still under the watchdog.
         self._end_watchdog()
 
     @property
     def alive(self) -> bool:
-        """Started, not killed (by the watchdog or a failure), geckodriver running, and Firefox too (not dead,
+        """Started, not killed (by the watchdog or a failure), the driver running, and the browser too (not dead,
         not stopped): read from /proc, so a browser that hangs costs no wait here (the visit's watchdog has it)."""
         proc = self._driver_proc
         return (
@@ -84,12 +70,12 @@ class ReusedFirefoxSession(FirefoxSession):
             and not self._killed.is_set()
             and proc is not None
             and proc.poll() is None
-            and self._firefox is not None
-            and process_state(self._firefox) not in ("Z", "X", "T", "t", None)
+            and self._browser_pid is not None
+            and process_state(self._browser_pid) not in ("Z", "X", "T", "t", None)
         )
 
     def memory_mb(self) -> float:
-        """The proportional set size of the browser's processes (Firefox's children, geckodriver), in MiB."""
+        """The proportional set size of the browser's processes (the browser's, its driver's), in MiB."""
         total = 0
         for pid in self._account_pids():
             try:
@@ -99,8 +85,8 @@ class ReusedFirefoxSession(FirefoxSession):
             total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
         return total / 1024
 
-    def begin_visit(self, prefs: dict) -> None:
-        """A visit's report and watchdog, the arm's preferences, everything cleared, a new user context and tab.
+    def begin_visit(self, settings: dict) -> None:
+        """A visit's report and watchdog, the arm's settings, everything cleared, a new user context and tab.
 
         A browser that fails at this is killed, and the visit is the harness's failure (`driver_failure`).
         """
@@ -117,15 +103,10 @@ class ReusedFirefoxSession(FirefoxSession):
         t = time.monotonic()
         try:
             with netns.entered(self.namespace):
-                self._apply_prefs(prefs)
-                cleared = self._in_chrome_async(self._driver, _CLEAR)  # type: ignore[arg-type]  # alive
-                if not isinstance(cleared, dict) or "error" in cleared:
-                    raise RuntimeError(f"clearing failed: {cleared}")
-                if self.network_events == "bidi" and self.renew_network_observer:
-                    self._events.resubscribe()  # type: ignore[union-attr]  # alive
+                self._clear_for_visit(settings)
                 self._open_tab()
         except Exception as exc:
-            self.report.driver_failure = f"reuse: {type(exc).__name__}: {_first_line(exc)}"
+            self.report.driver_failure = f"reuse: {type(exc).__name__}: {first_line(exc)}"
             self.kill()
         self.report.phases["clear"] = time.monotonic() - t
 
@@ -135,15 +116,10 @@ class ReusedFirefoxSession(FirefoxSession):
         glibc sends each query from a UDP socket connected to the name server, closed when the query ends, so
         the browser account's UDP sockets to port 53 in the client namespace are its queries in flight.
         """
-        assert self._firefox is not None  # alive
+        assert self._browser_pid is not None  # alive
         deadline = time.monotonic() + DNS_SETTLE_S
-        while dns_queries_in_flight(self._firefox, self.account.uid) and time.monotonic() < deadline:
+        while dns_queries_in_flight(self._browser_pid, self.account.uid) and time.monotonic() < deadline:
             time.sleep(0.05)
-
-    def _apply_prefs(self, prefs: dict) -> None:
-        restore = {n: v for n, v in self._originals.items() if n not in prefs}
-        before = self._in_chrome(self._driver, _SET_PREFS, prefs, restore)  # type: ignore[arg-type]  # alive
-        self._originals = {n: self._originals[n] if n in self._originals else before[n] for n in prefs}
 
     def _open_tab(self) -> None:
         """A new user context and a tab in it, which the driver switches to; events and requests so far are
@@ -187,7 +163,7 @@ class ReusedFirefoxSession(FirefoxSession):
             self._watchdog.cancel()
             self._watchdog.join()
 
-    def _take_events(self, events) -> list[dict]:
+    def _take_events(self, events: BidiEventLog) -> list[dict]:
         """The visit's events, taken from the log, which stays open for the next visit."""
         return events.take()
 

@@ -1,0 +1,57 @@
+"""One Firefox for many visits (`browser_session = "reused"`): what Firefox clears before each visit.
+
+`ReusedSession` (harness/browser/reused.py) runs the visits; before each, in
+this order: the arm's preferences are set in the running browser (each visit's
+arm may differ; those of the arm before are put back), everything a visit could
+leave is cleared (scripts/clear-state.js: Services.clearData with CLEAR_ALL,
+the TLS session cache, every idle connection closed, the browser's DoH
+connection with them, the DNS cache), and, with BiDi's network events instead
+of the recorder, the subscription is made anew (the network observer behind
+them kept every server certificate it had decoded). Firefox partitions
+cookies, storage, the HTTP cache and connections by user context, the new one
+each visit gets.
+"""
+
+from __future__ import annotations
+
+from harness.browser.reused import ReusedSession
+from harness.browser.scripts import script
+from harness.browser.session import FirefoxSession
+
+#: Preferences of a browser that serves many visits, set at its start. The platform resolver's state is per
+#: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lives across visits would keep
+#: the resolv.conf of the arm before (Do53 to the resolver, or the stub on loopback). Idle DNS threads exit at
+#: once, so each visit's are new (a thread start costs microseconds; within a visit a thread serves many names).
+REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-idle-time-seconds": 0}
+
+_CLEAR = script("clear-state")
+_SET_PREFS = script("set-prefs")
+
+
+class ReusedFirefoxSession(ReusedSession, FirefoxSession):
+    """A `FirefoxSession` that serves visit after visit (`ReusedSession`); the visit's settings are the arm's
+    preferences."""
+
+    #: With BiDi's network events (`network_events = "bidi"`): whether each visit gets a new BiDi subscription,
+    #: and with it a new network observer in Firefox (the old one kept every server certificate it decoded: a
+    #: site seen before loaded 10-18 % faster, docs/visit.md). False only to measure that
+    #: (`benchmarks.browser_reuse --carryover N --carryover-compare`). The recorder keeps no such thing.
+    renew_network_observer = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "prefs": {**(kwargs.get("prefs") or {}), **REUSED_PREFS}})
+        self._originals: dict = {}  # preferences the current arm set -> the value each had before it
+
+    def _clear_for_visit(self, settings: dict) -> None:
+        """The arm's preferences, everything cleared (scripts/clear-state.js), BiDi's observer renewed."""
+        self._apply_prefs(settings)
+        cleared = self._in_chrome_async(self._driver, _CLEAR)  # type: ignore[arg-type]  # alive
+        if not isinstance(cleared, dict) or "error" in cleared:
+            raise RuntimeError(f"clearing failed: {cleared}")
+        if self._source == "bidi" and self.renew_network_observer:
+            self._events.resubscribe()  # type: ignore[union-attr]  # alive
+
+    def _apply_prefs(self, prefs: dict) -> None:
+        restore = {n: v for n, v in self._originals.items() if n not in prefs}
+        before = self._in_chrome(self._driver, _SET_PREFS, prefs, restore)  # type: ignore[arg-type]  # alive
+        self._originals = {n: self._originals[n] if n in self._originals else before[n] for n in prefs}
