@@ -39,7 +39,7 @@ CUTS = {
     'resolvers = ["near", "far"]': 'resolvers = ["near"]',
 }
 PLANNED = 2 * 3
-MAX_RESTARTS = 2
+MAX_RESTARTS = 3  # a worker whose lab did not come up on a loaded host, twice, and the test's own kill
 
 
 @dataclass
@@ -78,13 +78,15 @@ class Project:
             assert time.monotonic() < deadline, f"{service} is {self.state(service)} after {seconds:g} s"
             time.sleep(1)
 
-    def kill_main_process(self, service: str) -> None:
-        """SIGKILL the service's own process (the child of the container's init), as a crash or the OOM killer
+    def kill_worker_process(self, service: str) -> None:
+        """SIGKILL the worker's own process (the child of the container's init), as a crash or the OOM killer
         would end it: not a stop by the user, as `podman kill` is."""
         init = self.podman("inspect", "--format", "{{.State.Pid}}", self.container(service)).strip()
         children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
-        assert len(children) == 1, f"{service}'s init has children {children}"
-        os.kill(int(children[0]), signal.SIGKILL)
+        # The init also adopts orphans (a daemon that forked away): the service's process runs its command.
+        main = [pid for pid in children if b"--vantage" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(main) == 1, f"{service}'s init has children {children}, of which {main} run the worker"
+        os.kill(int(main[0]), signal.SIGKILL)
 
     def labelled(self, kind: str) -> set[str]:
         """IDs or names of the project's containers, networks or volumes, by compose's project label."""
@@ -175,7 +177,7 @@ def test_compose_runs_a_small_lab_study_to_its_end_under_podman(project: Project
     while "visit " not in project.podman("logs", project.container(worker)):
         assert time.monotonic() < deadline, project.podman("logs", "--tail", "40", project.container(worker))
         time.sleep(2)
-    project.kill_main_process(worker)
+    project.kill_worker_process(worker)
     project.wait_until(worker, lambda s: s[0] == "running" and s[2] >= 1, 120)
     logs = wait_for_the_study(project, 1500)
     assert "report:" in logs, logs[-2000:]  # --report: written once every vantage point is done
@@ -197,7 +199,7 @@ def test_compose_runs_a_small_lab_study_to_its_end_under_podman(project: Project
     # The upgrade's stop and backup (docs/deploy.md, "Upgrading mid-study"), then the results copied out.
     stop = project.compose("stop", "coordinator", worker)
     assert stop.returncode == 0, stop.stderr[-2000:]
-    assert project.state("coordinator")[:2] == ("exited", 3)  # it recorded what it held, and said it stopped
+    assert project.state("coordinator")[:2] == ("exited", 0)  # a finished study's coordinator, idle, ends 0
     backup = f"/results/{STUDY}/backup"
     export = project.compose(
         "run", "--rm", "-T", "--no-deps", "coordinator", "export", f"/results/{STUDY}/store.sqlite", "--out", backup
