@@ -224,3 +224,30 @@ def check_the_store(results: Path) -> None:
     assert outcomes.fetchall() == []
     db.close()
     assert (results / "report").is_dir()
+
+
+@pytest.mark.image
+def test_podman_restarts_a_crashed_container_and_never_a_killed_one() -> None:
+    """The restart rule docs/deploy.md states, on this host's podman with the project's containers.conf and the
+    compose file's init and restart policy, in a container of the base image alone: a process that dies inside is
+    a crash (the container comes back); `podman kill` is a stop by the user (it stays `Exited (137)`)."""
+    base = "localhost/dnsstudy-base:bookworm"
+    made = subprocess.run(["bash", str(DOCKER / "base-image.sh"), base], capture_output=True, text=True, timeout=900)
+    assert made.returncode == 0, made.stderr[-2000:]
+    project = Project(name=f"{TEST_PREFIX}restart", tmp=Path("/nonexistent"))
+    name = project.container("sleeper")
+    project.podman("rm", "-f", name)
+    options = ["--init", "--restart", "unless-stopped", "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=1000:1000"]
+    try:
+        project.podman("run", "-d", "--name", name, *options, base, "sleep", "600")
+        project.wait_until("sleeper", lambda s: s[0] == "running", 60)
+        init = project.podman("inspect", "--format", "{{.State.Pid}}", name).strip()
+        (sleeper,) = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+        os.kill(int(sleeper), signal.SIGKILL)  # as a crash or the OOM killer ends a worker
+        project.wait_until("sleeper", lambda s: s[0] == "running" and s[2] == 1, 60)
+        project.podman("kill", name)
+        project.wait_until("sleeper", lambda s: s[0] == "exited" and s[1] == 137, 60)
+        time.sleep(10)
+        assert project.state("sleeper") == ("exited", 137, 1), "a killed container was started again"
+    finally:
+        project.podman("rm", "-f", name)
