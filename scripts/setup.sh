@@ -25,7 +25,7 @@ package_list() { sed -e 's/#.*//' "$@" | tr -s ' \t' '\n' | sed '/^$/d'; }
 
 step_packages() {
   local missing=() pkg status
-  for pkg in $(package_list scripts/packages/runtime.txt scripts/packages/build.txt scripts/packages/host.txt); do
+  for pkg in $(package_list scripts/packages/runtime.txt scripts/packages/chromium.txt scripts/packages/build.txt scripts/packages/host.txt); do
     status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
     [ "$status" = "install ok installed" ] || missing+=("$pkg")
   done

@@ -214,6 +214,8 @@ def test_worker_killed_broker_restarted_coordinator_killed_nothing_lost_nothing_
     assert f"visit {held}:" in worker_log  # the visit the kill interrupted was done again
     assert f"1 visits a killed worker of {a} held went back to its queue" in worker_log
     assert "was lost by the broker" not in d.log("coordinator")  # the AOF kept every queued task
+    for name in d.names:  # a working worker logs no "shutdown" (pyroute2's forked helpers: tests/test_worker_log.py)
+        assert "shutdown" not in d.log(f"worker-{name}").lower(), d.log(f"worker-{name}")[-2000:]
     # Started again on the finished study, as compose's coordinator is after a reboot: the report, then it stays.
     d.start_coordinator("--report", "--stay")
     d.wait_for(lambda: "staying until stopped" in d.log("coordinator"), 300, "the finished coordinator staying")
@@ -408,3 +410,58 @@ def test_a_foreground_broker_publishes_its_url_while_it_answers(tmp_path):
     assert status == 0
     assert not url_file.exists()  # gone with the server: compose's health check turns red
     assert service.pid() is None
+
+
+def one_host_block() -> str:
+    """The shell block of docs/distributed.md's "One host", as a reader copies it."""
+    text = (ROOT / "docs" / "distributed.md").read_text()
+    section = text[text.index("## One host") :]
+    return section[section.index("```sh\n") + 6 : section.index("```", section.index("```sh\n") + 6)]
+
+
+def test_the_one_host_block_of_distributed_md_runs_as_written(tmp_path, private_lab):
+    """The page's commands, in order, in one shell: only the suite's own prefixes, subnets, broker and store, and
+    the compose demo cut to Do53 on the wired link through `near` (2 sites x 2 vantage points: 4 visits)."""
+    labs = [private_lab(up=False), private_lab(up=False)]  # named here, brought down by the fixture whatever happens
+    name = f"{TEST_PREFIX}-docs"
+    cuts = {
+        'name = "compose-demo"': f'name = "{name}"',
+        'networks = ["wired", "4g"]': 'networks = ["wired"]',
+        'resolvers = ["near", "far"]': 'resolvers = ["near"]',
+        'protocols = ["do53", "dot", "doh"]': 'protocols = ["do53"]',
+    }
+    text = (ROOT / "profiles" / "studies" / "compose-demo.toml").read_text()
+    for old, new in cuts.items():
+        assert old in text, f"compose-demo.toml no longer has {old!r}"
+        text = text.replace(old, new)
+    (tmp_path / f"{name}.toml").write_text(text)
+    store = tmp_path / "results" / "store.sqlite"
+    broker = f"--name {TEST_PREFIX}-docs --port {PORT + 1}"
+    script = one_host_block()
+    places = [f"--prefix {lab.config.prefix} --subnet {lab.config.settings.subnet}" for lab in labs]
+    for old, new in {
+        "--prefix vpa --subnet 198.18.8.0/23": places[0],
+        "--prefix vpb --subnet 198.18.10.0/23": places[1],
+        "--prefix vpa": f"--prefix {labs[0].config.prefix}",
+        "--prefix vpb": f"--prefix {labs[1].config.prefix}",
+        "dnsstudy broker up": f"dnsstudy broker up {broker}",
+        "dnsstudy broker url": f"dnsstudy broker url {broker}",
+        "dnsstudy broker down": f"dnsstudy broker down {broker}",
+        "dnsstudy coordinate compose-demo": f"dnsstudy coordinate {tmp_path / name}.toml --store {store}",
+    }.items():
+        assert old in script, f"docs/distributed.md's block no longer has {old!r}: update the test"
+        script = script.replace(old, new)
+    RedisService(name=f"{TEST_PREFIX}-docs", port=PORT + 1).down()  # what an interrupted run left
+    stop_jobs = "trap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT\n"  # a failed line leaves no worker running
+    try:
+        done = subprocess.run(
+            ["bash", "-e", "-c", stop_jobs + script], cwd=ROOT, capture_output=True, text=True, timeout=900
+        )
+    finally:
+        RedisService(name=f"{TEST_PREFIX}-docs", port=PORT + 1).down()
+    out = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, out
+    db = sqlite3.connect(store)
+    rows = db.execute("SELECT vantage_point, COUNT(*), SUM(status = 'done') FROM visits GROUP BY 1").fetchall()
+    db.close()
+    assert rows == [("lab-a", 2, 2), ("lab-b", 2, 2)], out

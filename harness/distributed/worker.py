@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -55,6 +56,32 @@ def refuse_others_faults(place: Place, vantage_point: str) -> None:
     mine = fault_owner(vantage_point)
     foreign = [f for f in place.active_faults() if f.owner != mine]
     place.refuse_faults(foreign, f"which the worker of vantage point {vantage_point} did not apply")
+
+
+#: The signals Celery's worker handles in Python (warm and cold shutdown, restart, its stack dump).
+CELERY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1)
+_quiet_children = False
+
+
+def forked_children_take_default_signals() -> None:
+    """From now on, a child forked from this process meets these signals with the default action (it dies).
+
+    A forked child inherits the worker's Python signal handlers, and Celery's take it for the worker itself:
+    its name is still `MainProcess` to multiprocessing. pyroute2 runs each `IPRoute(netns=...)` in such a child
+    and stops it with SIGTERM, so the worker printed "worker: Warm shutdown (MainProcess)" (and set the stop
+    flag in the child) at the first link shaping of a block, while it went on working. No child of the worker
+    is a worker: it dies of the signal, as any helper process would.
+    """
+    global _quiet_children
+    if not _quiet_children:
+        os.register_at_fork(after_in_child=_default_signals)
+        _quiet_children = True
+
+
+def _default_signals() -> None:
+    for number in CELERY_SIGNALS:
+        if callable(signal.getsignal(number)):
+            signal.signal(number, signal.SIG_DFL)
 
 
 def worker_key(vantage_point: str) -> str:
@@ -182,6 +209,7 @@ def run_worker(
         # Celery warns about a worker run as root because pickle messages could run code: this one accepts JSON
         # only, and it must be root to shape links in namespaces; the browser and helpers run unprivileged.
         warnings.filterwarnings("ignore", message=".*superuser privileges.*")
+        forked_children_take_default_signals()  # before Celery installs its handlers: none reaches a child
         try:
             app.Worker(
                 queues=[queue_of(vantage_point)],
