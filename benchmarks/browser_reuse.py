@@ -12,13 +12,20 @@ hour per mode; and the reused browser's memory (PSS) over the visits of
 one session under the restart policy (`--memory-visits`); with `--carryover`, whether what makes a
 reused browser faster is state of the site that outlived the clearing or the browser's first page; and,
 with `--instrumentation-compare`, what WebDriver BiDi's network events cost onLoad against the harness's
-own request recorder (every mode both ways, interleaved).
+own request recorder (every mode both ways, interleaved). Modes besides the default: fresh browsers that settle
+1, 3 or 10 s after their start (`browser_settle_s`), and reused browsers without the warm-up page
+("reused-unwarmed"); every mode is set against reused-cold (warm-started), and each reused browser's first
+measured visit against its later ones, per arm (`--one-arm-blocks` gives every first visit later ones of its arm).
 
     .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 20   # site state or first page?
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 12 --carryover-compare   # observer kept too
     .venv/bin/python -m benchmarks.browser_reuse --visits 20 --networks wired --instrumentation-compare
+    .venv/bin/python -m benchmarks.browser_reuse --visits 6 --per-block 3 --networks wired --one-arm-blocks \
+        --modes reused-cold,reused-unwarmed   # a reused browser's first visit against its later ones, per arm
+    .venv/bin/python -m benchmarks.browser_reuse --visits 8 --networks wired --protocols do53,doh \
+        --modes fresh-cold,fresh-settled-1,fresh-settled-3,fresh-settled-10,reused-cold   # settling against reuse
 """
 
 from __future__ import annotations
@@ -35,8 +42,19 @@ from scipy.stats import mannwhitneyu
 
 from benchmarks.benchlab import add_lab_arguments, fresh_lab
 
-#: (browser session, resolver connection) of each mode.
-MODES = {"fresh-cold": ("fresh", "cold"), "reused-cold": ("reused", "cold"), "reused-warm": ("reused", "warm")}
+#: (browser session, resolver connection, a fresh browser's settling in s) of each mode. A reused browser loads
+#: the warm-up page at its start (harness/browser/warmup.py); "reused-unwarmed" does not, to measure that.
+MODES = {
+    "fresh-cold": ("fresh", "cold", 0.0),
+    "fresh-settled-1": ("fresh", "cold", 1.0),
+    "fresh-settled-3": ("fresh", "cold", 3.0),
+    "fresh-settled-10": ("fresh", "cold", 10.0),
+    "reused-cold": ("reused", "cold", 0.0),
+    "reused-unwarmed": ("reused", "cold", 0.0),
+    "reused-warm": ("reused", "warm", 0.0),
+}
+#: What `--modes` runs unless told: the reference design, reused browsers (warm-started) cold and warm.
+DEFAULT_MODES = "fresh-cold,reused-cold,reused-warm"
 #: Round trips a new resolver connection costs before its first answer: TCP + TLS 1.3 (DoT, DoH); QUIC's one.
 HANDSHAKE_RTTS = {"do53": 0, "dot": 2, "doh": 2, "doq": 1, "doh3": 1}
 
@@ -51,8 +69,11 @@ def ratio_interval(a: list[float], b: list[float], rng: np.random.Generator, n: 
 
 def run_block(visitor, protocols: list[str], per_block: int, url: str, rows: dict, mode: str, net: str) -> None:
     """One block of one mode: every arm ``per_block`` times, shuffled; the reused browser closed at its end."""
+    from harness.browser.reused import ReusedFirefoxSession
+
     order = [p for p in protocols for _ in range(per_block)]
     random.shuffle(order)
+    ReusedFirefoxSession.warm_start = not mode.startswith("reused-unwarmed")  # read when the block's browser starts
     try:
         for protocol in order:
             t = time.perf_counter()
@@ -71,9 +92,10 @@ def run_block(visitor, protocols: list[str], per_block: int, url: str, rows: dic
             )
     finally:
         visitor.close()
+        ReusedFirefoxSession.warm_start = True
 
 
-def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict[str, float]) -> None:
+def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict[str, float], modes: list[str]) -> None:
     rng = np.random.default_rng(1)
     print("\nonLoad (ms), fresh-cold against reused-cold: medians, ratio reused/fresh [95 % CI], Mann-Whitney p")
     for net in networks:
@@ -109,7 +131,7 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
             )
     print("\nper mode: median overhead per visit (wall - onLoad, s), visits per hour (from the median wall), failures")
     for net in networks:
-        for mode in MODES:
+        for mode in modes:
             data = [r for p in protocols for r in rows.get((net, mode, p), [])]
             ok = [r for r in data if r["ok"]]
             if not ok:
@@ -145,6 +167,62 @@ def first_pages(rows: dict, networks: list[str], protocols: list[str], rng: np.r
                 print(f"{net:6} {key:13} n={len(values):4}  {statistics.median(values):.3f} [{low:.3f}, {high:.3f}]")
 
 
+def comparison(a: list[float], b: list[float], rng: np.random.Generator) -> str | None:
+    """ "n=A/B  median(a) / median(b)  ratio [95 % CI]  p" (Mann-Whitney), or None with fewer than 3 of either."""
+    if len(a) < 3 or len(b) < 3:
+        return None
+    low, high = ratio_interval(a, b, rng)
+    ma, mb = statistics.median(a), statistics.median(b)
+    p = mannwhitneyu(a, b).pvalue
+    return f"n={len(a):3}/{len(b):3}  {ma:8.4g} / {mb:8.4g}  ratio {ma / mb:.3f} [{low:.3f}, {high:.3f}]  p={p:.3g}"
+
+
+def report_lives(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
+    """onLoad of every browser life against a reused, warm-started browser's (cold resolver connection), per arm:
+    medians, ratio with a bootstrap 95 % interval, Mann-Whitney p (fresh settled 0, 1, 3, 10 s: which comes
+    closest to a running browser's page)."""
+    rng = np.random.default_rng(4)
+    print("\nonLoad (ms) of each browser life / reused-cold (warm-started): medians, ratio [95 % CI], p")
+    for net in networks:
+        for protocol in protocols:
+            base = [r["onload"] for r in rows.get((net, "reused-cold", protocol), []) if r["ok"]]
+            for mode in (m for m in modes if m != "reused-cold"):
+                other = [r["onload"] for r in rows.get((net, mode, protocol), []) if r["ok"]]
+                if line := comparison(other, base, rng):
+                    print(f"{net:6} {protocol:5} {mode:17} {line}")
+
+
+def report_first_visits(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
+    """A reused browser's first measured visit against its later ones, per arm and reused mode: medians, ratio
+    first/later with a bootstrap 95 % interval, Mann-Whitney p (with the warm-up, the interval should hold 1)."""
+    rng = np.random.default_rng(5)
+    print("\nreused browsers: first measured visit against later ones, onLoad (ms), ratio first/later [95 % CI], p")
+    for net in networks:
+        for mode in (m for m in modes if m.startswith("reused")):
+            for protocol in [*protocols, "all"]:
+                data = [r for p in protocols for r in rows.get((net, mode, p), []) if protocol in ("all", p)]
+                first = [r["onload"] for r in data if r["ok"] and r["ordinal"] == 1]
+                later = [r["onload"] for r in data if r["ok"] and (r["ordinal"] or 0) > 1]
+                if protocol == "all":  # pooled: each visit as a share of its arm's later median
+                    first, later = _shares(data, protocols, rows, net, mode)
+                if line := comparison(first, later, rng):
+                    print(f"{net:6} {mode:16} {protocol:5} first / later {line}")
+
+
+def _shares(data: list[dict], protocols: list[str], rows: dict, net: str, mode: str) -> tuple[list, list]:
+    """First and later visits' onLoad, each divided by the later visits' median of its own arm."""
+    first, later = [], []
+    for protocol in protocols:
+        mine = [r for r in rows.get((net, mode, protocol), []) if r["ok"]]
+        rest = [r["onload"] for r in mine if (r["ordinal"] or 0) > 1]
+        if not rest:
+            continue
+        median = statistics.median(rest)
+        first += [r["onload"] / median for r in mine if r["ordinal"] == 1]
+        later += [r["onload"] / median for r in mine if (r["ordinal"] or 0) > 1]
+    return first, later
+
+
 def report_instrumentation(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
     """onLoad with the harness's request recorder against WebDriver BiDi's network events, per mode and arm."""
     rng = np.random.default_rng(3)
@@ -154,14 +232,8 @@ def report_instrumentation(rows: dict, networks: list[str], protocols: list[str]
             for protocol in protocols:
                 bidi = [r["onload"] for r in rows.get((net, f"{mode}+bidi", protocol), []) if r["ok"]]
                 rec = [r["onload"] for r in rows.get((net, mode, protocol), []) if r["ok"]]
-                if len(bidi) < 3 or len(rec) < 3:
-                    continue
-                low, high = ratio_interval(rec, bidi, rng)
-                b, c = statistics.median(bidi), statistics.median(rec)
-                print(
-                    f"{net:6} {mode:12} {protocol:5} n={len(bidi):3}/{len(rec):3}  BiDi {b:7.0f}  recorder {c:7.0f}  "
-                    f"ratio {c / b:.3f} [{low:.3f}, {high:.3f}]  p={mannwhitneyu(rec, bidi).pvalue:.3g}"
-                )
+                if line := comparison(rec, bidi, rng):
+                    print(f"{net:6} {mode:12} {protocol:5} recorder / BiDi {line}")
 
 
 def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
@@ -263,8 +335,14 @@ def main() -> None:
     parser.add_argument("--visits", type=int, default=40, help="visits per arm, mode and network")
     parser.add_argument("--per-block", type=int, default=2, help="visits per arm in one block")
     parser.add_argument("--networks", default="wired,4g")
+    parser.add_argument(
+        "--one-arm-blocks",
+        action="store_true",
+        help="each block runs one arm (the arms in turn), so every reused browser's first visit has later ones of "
+        "the same arm (first against later visits, per arm)",
+    )
     parser.add_argument("--protocols", default="do53,dot,doh,doq,doh3")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default=DEFAULT_MODES, help=f"of {', '.join(MODES)}")
     parser.add_argument(
         "--memory-visits", type=int, default=0, help="visits of one reused session, restart policy on (0: none)"
     )
@@ -304,22 +382,31 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             shaper = Shaper(lab)
             visitors = {
-                mode: Visitor(lab, Path(tmp), session=SessionPolicy(MODES[mode][0]), resolver_connection=MODES[mode][1])
+                mode: Visitor(
+                    lab,
+                    Path(tmp),
+                    session=SessionPolicy(MODES[mode][0], settle_s=MODES[mode][2]),
+                    resolver_connection=MODES[mode][1],
+                )
                 for mode in modes
             }
             for net in networks if args.visits else []:  # --visits 0: the memory run alone
                 shaper.apply(load_link_profile(net))
-                for block in range(max(1, args.visits // args.per_block)):
+                blocks = max(1, args.visits // args.per_block) * (len(protocols) if args.one_arm_blocks else 1)
+                for block in range(blocks):
                     for mode, source in random.sample(cells, len(cells)):
                         visitors[mode].network = net
                         FirefoxSession.network_events = source  # read when a block's browser starts
                         label = mode if source == "recorder" else f"{mode}+bidi"
-                        run_block(visitors[mode], protocols, args.per_block, args.url, rows, label, net)
+                        arms = [protocols[block % len(protocols)]] if args.one_arm_blocks else protocols
+                        run_block(visitors[mode], arms, args.per_block, args.url, rows, label, net)
                     print(f"{net}: block {block + 1} of every mode done", flush=True)
             FirefoxSession.network_events = "recorder"
             shaper.clear()
             if rows:
-                report(rows, networks, protocols, link_rtt)
+                report(rows, networks, protocols, link_rtt, modes)
+                report_lives(rows, networks, protocols, modes)
+                report_first_visits(rows, networks, protocols, modes)
             if args.instrumentation_compare:
                 report_instrumentation(rows, networks, protocols, modes)
             if args.carryover:

@@ -24,6 +24,7 @@ from harness import netns
 from harness.browser.base import PageLoad
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession, _first_line
+from harness.browser.warmup import PAGE, BrowserWarmup, WarmupServer, warm_up
 
 #: Preferences of a browser that serves many visits, set at its start. The platform resolver's state is per
 #: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lives across visits would keep
@@ -40,6 +41,7 @@ DNS_PORT = 53
 
 _CLEAR = script("clear-state")
 _SET_PREFS = script("set-prefs")
+_TRUST = script("trust-certificate")
 
 
 class ReusedFirefoxSession(FirefoxSession):
@@ -51,6 +53,9 @@ class ReusedFirefoxSession(FirefoxSession):
     #: site seen before loaded 10-18 % faster, docs/visit.md). False only to measure that
     #: (`benchmarks.browser_reuse --carryover N --carryover-compare`). The recorder keeps no such thing.
     renew_network_observer = True
+    #: Whether the browser loads the warm-up page (harness/browser/warmup.py) at its start, before its first
+    #: visit. False only to measure what it changes (`benchmarks.browser_reuse --modes reused-unwarmed`).
+    warm_start = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **{**kwargs, "prefs": {**(kwargs.get("prefs") or {}), **REUSED_PREFS}})
@@ -60,6 +65,7 @@ class ReusedFirefoxSession(FirefoxSession):
         self._user_context: str | None = None
         self._originals: dict = {}  # preferences the current arm set -> the value each had before it
         self._firefox: int | None = None  # the Firefox parent process (geckodriver's child)
+        self.warmup: BrowserWarmup | None = None  # the warm-up page's load at the start, if there was one
 
     def start(self) -> None:
         """Start the browser as a fresh session does; its watchdog then covers only the start (one per visit)."""
@@ -71,7 +77,27 @@ class ReusedFirefoxSession(FirefoxSession):
                 self._home = self._driver.current_window_handle
             except Exception as exc:
                 self.report.driver_failure = f"start: {type(exc).__name__}: {_first_line(exc)}"
+            if self.report.driver_failure is None and self.warm_start:
+                self._warm_up()
         self._end_watchdog()
+
+    def _warm_up(self) -> None:
+        """Load the warm-up page (harness/browser/warmup.py), still under the start's watchdog; a warm-up that
+        fails is the start's failure (the harness's): the browser is killed, and the start may be retried."""
+        assert self._driver is not None and self._events is not None and self._work is not None  # started
+        t = time.monotonic()
+        try:
+            server = WarmupServer(self.namespace, self.account, self._work)
+            with netns.entered(self.namespace):
+                self._in_chrome(self._driver, _TRUST, server.ca_base64)
+            with server:
+                self.warmup = warm_up(self._events, server)
+        except Exception as exc:  # the server or the trust: no page loaded
+            self.warmup = BrowserWarmup(PAGE, round(time.monotonic() - t, 3), False, f"{type(exc).__name__}: {exc}")
+        self.report.phases["warm_start"] = time.monotonic() - t
+        if not self.warmup.ok:
+            self.report.driver_failure = f"start: warm-up: {self.warmup.detail}"
+            self.kill()
 
     @property
     def alive(self) -> bool:
