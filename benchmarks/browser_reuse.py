@@ -336,6 +336,9 @@ def main() -> None:
     parser.add_argument("--per-block", type=int, default=2, help="visits per arm in one block")
     parser.add_argument("--networks", default="wired,4g")
     parser.add_argument(
+        "--minutes", type=float, default=0, help="start no block after this long, and report what ran (0: no limit)"
+    )
+    parser.add_argument(
         "--one-arm-blocks",
         action="store_true",
         help="each block runs one arm (the arms in turn), so every reused browser's first visit has later ones of "
@@ -378,6 +381,7 @@ def main() -> None:
     rows: dict = {}
     link_rtt = {n: load_link_profile(n).round_trip()["added_rtt_ms"] for n in networks}
     random.seed(1)
+    started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             shaper = Shaper(lab)
@@ -394,6 +398,9 @@ def main() -> None:
                 shaper.apply(load_link_profile(net))
                 blocks = max(1, args.visits // args.per_block) * (len(protocols) if args.one_arm_blocks else 1)
                 for block in range(blocks):
+                    if args.minutes and time.monotonic() - started > 60 * args.minutes:
+                        print(f"{net}: stopped after {block} blocks (--minutes {args.minutes:g})", flush=True)
+                        break
                     for mode, source in random.sample(cells, len(cells)):
                         visitors[mode].network = net
                         FirefoxSession.network_events = source  # read when a block's browser starts
