@@ -75,7 +75,9 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
                 fig = figures.resolution_cdf(timings, network, settings)
                 parts.append(drawn.now(fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
                 parts.append(_timer_failures(timings[timings["network"] == network], settings))
-            if (visits["network"] == network).any():
+            if (visits["network"] == network).any() and visits["browser_session"].nunique() > 1:
+                parts.append("<p>Browser lives differ: their grids are apart, under Browser life below.</p>")
+            elif (visits["network"] == network).any():
                 order = configurations(visits)
                 parts += [
                     _pairs(report, results, network, metric, order, settings) for metric in settings.grid.metric_list()
@@ -106,7 +108,7 @@ def _apart(report: Report, results: Results, networks: list[str], settings: Anal
     if visits["vantage_point"].nunique() > 1:
         sections.append(_vantage_points(report, results, networks, settings))
     if len(tables.session_modes(visits)) > 1:
-        sections.append(_session_modes(report, visits, settings))
+        sections.append(_session_modes(report, results, networks, settings))
     if visits["browser"].nunique() > 1:
         sections.append(_browsers(report, results, networks, settings))
     return sections
@@ -168,23 +170,24 @@ def _grids_of(
     return parts
 
 
-def _session_modes(report: Report, visits: pd.DataFrame, settings: AnalysisSettings) -> str:
-    """Browser session and resolver connection side by side per arm (warm against cold); unpaired medians, since
-    visits are only paired within one mode (the grids above pool each mode's pairs, each pair within one)."""
+def _session_modes(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
+    """Browser life (`browser_session`: fresh, fresh settled N s, reused warm-started) and resolver connection side
+    by side per arm (warm against cold; unpaired medians: visits are paired within one mode only), then each browser
+    life's own grids where there are several (the network sections then draw none: grids never mix lives)."""
+    visits = results.visits
     frame = tables.session_table(visits, settings)
     caption = (
-        "Per browser session and resolver connection: counted visits, median onLoad of Successful visits, median "
+        "Per browser life and resolver connection: counted visits, median onLoad of Successful visits, median "
         "new resolver connections, % of visits whose first query used an open connection; warm - cold: the "
         "difference of the medians (visits of two modes are never paired)"
     )
     report.tables += tables.write_table(frame, report.out / "tables" / "session-modes", caption)
-    return "\n".join(
-        [
-            "<h2>Browser session and resolver connection</h2>",
-            f"<h3>{html.escape(caption)}</h3>",
-            frame.to_html(index=False),
-        ]
-    )
+    parts = ["<h2>Browser life and resolver connection</h2>", f"<h3>{html.escape(caption)}</h3>"]
+    parts.append(frame.to_html(index=False))
+    lives = sorted(visits["browser_session"].astype(str).unique())
+    for life in lives if len(lives) > 1 else []:
+        parts += _grids_of(report, results, "browser_session", life, f"browser {life}", networks, settings)
+    return "\n".join(parts)
 
 
 def _pairs(
@@ -460,6 +463,8 @@ def _summary(results: Results, settings: AnalysisSettings) -> str:
     v = results.visits
     env = results.environment.drop_duplicates(["key", "value"])
     facts = "".join(f"<li>{html.escape(k)}: {html.escape(', '.join(g['value']))}</li>" for k, g in env.groupby("key"))
+    lives = v.groupby(["browser", "browser_session", "resolver_connection"], observed=True).size()
+    facts += f"<li>browser, browser life, resolver connection: {html.escape(tables.counted_list(lives))}</li>"
     checks = results.link_checks
     problems = int(checks["problem"].notna().sum()) if not checks.empty else 0
     failed, sent = tables.failure_counts(results.timings["status"])

@@ -97,8 +97,14 @@ def side_by_side_table(visits: pd.DataFrame, column: str, settings: AnalysisSett
     return pd.DataFrame(rows)
 
 
+def counted_list(counts: pd.Series) -> str:
+    """ "a b (3 visits), c d (1 visit)" from counts indexed by tuples of names."""
+    return ", ".join(f"{' '.join(map(str, k))} ({n} visit{'s' * (n != 1)})" for k, n in counts.items() if n)
+
+
 def session_modes(visits: pd.DataFrame) -> list[str]:
-    """The (browser session, resolver connection) modes in the visits, as "fresh cold", "reused warm", ..."""
+    """The (browser life, resolver connection) modes in the visits, as "fresh cold", "fresh settled 3 s cold",
+    "reused warm-started warm", ... (a visit's `browser_session` names its browser life: harness/visit.py)"""
     modes = visits["browser_session"].astype(str) + " " + visits["resolver_connection"].astype(str)
     return sorted(modes.unique())
 
@@ -133,11 +139,9 @@ def session_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFr
                 row[f"{mode} first query open %"] = (
                     round(_pct(int(opened.sum()), len(opened)), 1) if len(opened) else float("nan")
                 )
-            for session in ("fresh", "reused"):
-                if f"{session} warm" in medians and f"{session} cold" in medians:
-                    row[f"{session}: warm - cold ms"] = round(
-                        medians[f"{session} warm"] - medians[f"{session} cold"], 1
-                    )
+            for life in visits["browser_session"].astype(str).unique():
+                if f"{life} warm" in medians and f"{life} cold" in medians:
+                    row[f"{life}: warm - cold ms"] = round(medians[f"{life} warm"] - medians[f"{life} cold"], 1)
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -15,6 +15,10 @@ with `--instrumentation-compare`, what recording the requests costs onLoad: each
 requests recorded as the harness records them (Firefox: the harness's recorder; Chromium: BiDi's network
 events) against no request recorded at all (`network_events = "none"`: BiDi's navigation events and the
 page's Navigation Timing only), every mode a browser can run both ways, interleaved by block.
+Modes besides the default: fresh browsers that settle
+1, 3 or 10 s after their start (`browser_settle_s`), and reused browsers without the warm-up page
+("reused-unwarmed"); every mode is set against reused-cold (warm-started), and each reused browser's first
+measured visit against its later ones, per arm (`--one-arm-blocks` gives every first visit later ones of its arm).
 
     .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
@@ -22,6 +26,10 @@ page's Navigation Timing only), every mode a browser can run both ways, interlea
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 12 --carryover-compare   # observer kept too
     .venv/bin/python -m benchmarks.browser_reuse --visits 20 --networks wired --instrumentation-compare \
         --browsers firefox,chromium --modes fresh-cold
+    .venv/bin/python -m benchmarks.browser_reuse --visits 6 --per-block 3 --networks wired --one-arm-blocks \
+        --modes reused-cold,reused-unwarmed   # a reused browser's first visit against its later ones, per arm
+    .venv/bin/python -m benchmarks.browser_reuse --visits 8 --networks wired --protocols do53,doh \
+        --modes fresh-cold,fresh-settled-1,fresh-settled-3,fresh-settled-10,reused-cold   # settling against reuse
 """
 
 from __future__ import annotations
@@ -38,8 +46,19 @@ from scipy.stats import mannwhitneyu
 
 from benchmarks.benchlab import add_lab_arguments, fresh_lab
 
-#: (browser session, resolver connection) of each mode.
-MODES = {"fresh-cold": ("fresh", "cold"), "reused-cold": ("reused", "cold"), "reused-warm": ("reused", "warm")}
+#: (browser session, resolver connection, a fresh browser's settling in s) of each mode. A reused browser loads
+#: the warm-up page at its start (harness/browser/warmup.py); "reused-unwarmed" does not, to measure that.
+MODES = {
+    "fresh-cold": ("fresh", "cold", 0.0),
+    "fresh-settled-1": ("fresh", "cold", 1.0),
+    "fresh-settled-3": ("fresh", "cold", 3.0),
+    "fresh-settled-10": ("fresh", "cold", 10.0),
+    "reused-cold": ("reused", "cold", 0.0),
+    "reused-unwarmed": ("reused", "cold", 0.0),
+    "reused-warm": ("reused", "warm", 0.0),
+}
+#: What `--modes` runs unless told: the reference design, reused browsers (warm-started) cold and warm.
+DEFAULT_MODES = "fresh-cold,reused-cold,reused-warm"
 #: Round trips a new resolver connection costs before its first answer: TCP + TLS 1.3 (DoT, DoH); QUIC's one.
 HANDSHAKE_RTTS = {"do53": 0, "dot": 2, "doh": 2, "doq": 1, "doh3": 1}
 
@@ -54,8 +73,11 @@ def ratio_interval(a: list[float], b: list[float], rng: np.random.Generator, n: 
 
 def run_block(visitor, protocols: list[str], per_block: int, url: str, rows: dict, mode: str, net: str) -> None:
     """One block of one mode: every arm ``per_block`` times, shuffled; the reused browser closed at its end."""
+    from harness.browser.firefox_reused import ReusedFirefoxSession
+
     order = [p for p in protocols for _ in range(per_block)]
     random.shuffle(order)
+    ReusedFirefoxSession.warm_start = not mode.startswith("reused-unwarmed")  # read when the block's browser starts
     try:
         for protocol in order:
             t = time.perf_counter()
@@ -74,9 +96,10 @@ def run_block(visitor, protocols: list[str], per_block: int, url: str, rows: dic
             )
     finally:
         visitor.close()
+        ReusedFirefoxSession.warm_start = True
 
 
-def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict[str, float]) -> None:
+def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict[str, float], modes: list[str]) -> None:
     rng = np.random.default_rng(1)
     print("\nonLoad (ms), fresh-cold against reused-cold: medians, ratio reused/fresh [95 % CI], Mann-Whitney p")
     for net in networks:
@@ -112,7 +135,7 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
             )
     print("\nper mode: median overhead per visit (wall - onLoad, s), visits per hour (from the median wall), failures")
     for net in networks:
-        for mode in MODES:
+        for mode in modes:
             data = [r for p in protocols for r in rows.get((net, mode, p), [])]
             ok = [r for r in data if r["ok"]]
             if not ok:
@@ -148,6 +171,62 @@ def first_pages(rows: dict, networks: list[str], protocols: list[str], rng: np.r
                 print(f"{net:6} {key:13} n={len(values):4}  {statistics.median(values):.3f} [{low:.3f}, {high:.3f}]")
 
 
+def comparison(a: list[float], b: list[float], rng: np.random.Generator) -> str | None:
+    """ "n=A/B  median(a) / median(b)  ratio [95 % CI]  p" (Mann-Whitney), or None with fewer than 3 of either."""
+    if len(a) < 3 or len(b) < 3:
+        return None
+    low, high = ratio_interval(a, b, rng)
+    ma, mb = statistics.median(a), statistics.median(b)
+    p = mannwhitneyu(a, b).pvalue
+    return f"n={len(a):3}/{len(b):3}  {ma:8.4g} / {mb:8.4g}  ratio {ma / mb:.3f} [{low:.3f}, {high:.3f}]  p={p:.3g}"
+
+
+def report_lives(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
+    """onLoad of every browser life against a reused, warm-started browser's (cold resolver connection), per arm:
+    medians, ratio with a bootstrap 95 % interval, Mann-Whitney p (fresh settled 0, 1, 3, 10 s: which comes
+    closest to a running browser's page)."""
+    rng = np.random.default_rng(4)
+    print("\nonLoad (ms) of each browser life / reused-cold (warm-started): medians, ratio [95 % CI], p")
+    for net in networks:
+        for protocol in protocols:
+            base = [r["onload"] for r in rows.get((net, "reused-cold", protocol), []) if r["ok"]]
+            for mode in (m for m in modes if m != "reused-cold"):
+                other = [r["onload"] for r in rows.get((net, mode, protocol), []) if r["ok"]]
+                if line := comparison(other, base, rng):
+                    print(f"{net:6} {protocol:5} {mode:17} {line}")
+
+
+def report_first_visits(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
+    """A reused browser's first measured visit against its later ones, per arm and reused mode: medians, ratio
+    first/later with a bootstrap 95 % interval, Mann-Whitney p (with the warm-up, the interval should hold 1)."""
+    rng = np.random.default_rng(5)
+    print("\nreused browsers: first measured visit against later ones, onLoad (ms), ratio first/later [95 % CI], p")
+    for net in networks:
+        for mode in (m for m in modes if m.startswith("reused")):
+            for protocol in [*protocols, "all"]:
+                data = [r for p in protocols for r in rows.get((net, mode, p), []) if protocol in ("all", p)]
+                first = [r["onload"] for r in data if r["ok"] and r["ordinal"] == 1]
+                later = [r["onload"] for r in data if r["ok"] and (r["ordinal"] or 0) > 1]
+                if protocol == "all":  # pooled: each visit as a share of its arm's later median
+                    first, later = _shares(data, protocols, rows, net, mode)
+                if line := comparison(first, later, rng):
+                    print(f"{net:6} {mode:16} {protocol:5} first / later {line}")
+
+
+def _shares(data: list[dict], protocols: list[str], rows: dict, net: str, mode: str) -> tuple[list, list]:
+    """First and later visits' onLoad, each divided by the later visits' median of its own arm."""
+    first, later = [], []
+    for protocol in protocols:
+        mine = [r for r in rows.get((net, mode, protocol), []) if r["ok"]]
+        rest = [r["onload"] for r in mine if (r["ordinal"] or 0) > 1]
+        if not rest:
+            continue
+        median = statistics.median(rest)
+        first += [r["onload"] / median for r in mine if r["ordinal"] == 1]
+        later += [r["onload"] / median for r in mine if (r["ordinal"] or 0) > 1]
+    return first, later
+
+
 def label(browser: str, mode: str, source: str, default: str) -> str:
     """The rows' name of a cell: the mode alone for Firefox as the harness runs it (what `report` reads)."""
     name = mode if browser == "firefox" else f"{mode}@{browser}"
@@ -169,14 +248,8 @@ def report_instrumentation(rows: dict, networks: list[str], protocols: list[str]
                     for r in rows.get((net, label(browser, mode, default, default), protocol), [])
                     if r["ok"]
                 ]
-                if len(none) < 3 or len(rec) < 3:
-                    continue
-                low, high = ratio_interval(rec, none, rng)
-                n, c = statistics.median(none), statistics.median(rec)
-                print(
-                    f"{net:6} {browser:8} {mode:12} {protocol:5} n={len(rec):3}/{len(none):3}  {default} {c:7.0f}  "
-                    f"none {n:7.0f}  ratio {c / n:.3f} [{low:.3f}, {high:.3f}]  p={mannwhitneyu(rec, none).pvalue:.3g}"
-                )
+                if line := comparison(rec, none, rng):
+                    print(f"{net:6} {browser:8} {mode:12} {protocol:5} {default} / none {line}")
 
 
 def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
@@ -278,8 +351,17 @@ def main() -> None:
     parser.add_argument("--visits", type=int, default=40, help="visits per arm, mode and network")
     parser.add_argument("--per-block", type=int, default=2, help="visits per arm in one block")
     parser.add_argument("--networks", default="wired,4g")
+    parser.add_argument(
+        "--minutes", type=float, default=0, help="start no block after this long, and report what ran (0: no limit)"
+    )
+    parser.add_argument(
+        "--one-arm-blocks",
+        action="store_true",
+        help="each block runs one arm (the arms in turn), so every reused browser's first visit has later ones of "
+        "the same arm (first against later visits, per arm)",
+    )
     parser.add_argument("--protocols", default="do53,dot,doh,doq,doh3")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default=DEFAULT_MODES, help=f"of {', '.join(MODES)}")
     parser.add_argument(
         "--memory-visits", type=int, default=0, help="visits of one reused session, restart policy on (0: none)"
     )
@@ -319,36 +401,48 @@ def main() -> None:
         (browser, mode, source, default)
         for browser, default in defaults.items()
         for mode in modes
-        if MODES[mode] == ("fresh", "cold") or browser_class(browser).reusable
+        if MODES[mode][0] == "fresh" or browser_class(browser).reusable
         for source in ([default, "none"] if args.instrumentation_compare else [default])
     ]
     lab = fresh_lab(args)
     rows: dict = {}
     link_rtt = {n: load_link_profile(n).round_trip()["added_rtt_ms"] for n in networks}
     random.seed(1)
+    started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             shaper = Shaper(lab)
             visitors = {
                 (b, mode): Visitor(
-                    lab, Path(tmp), session=SessionPolicy(MODES[mode][0]), resolver_connection=MODES[mode][1], browser=b
+                    lab,
+                    Path(tmp),
+                    session=SessionPolicy(MODES[mode][0], settle_s=MODES[mode][2]),
+                    resolver_connection=MODES[mode][1],
+                    browser=b,
                 )
                 for b, mode, _, _ in cells
             }
             for net in networks if args.visits else []:  # --visits 0: the memory run alone
                 shaper.apply(load_link_profile(net))
-                for block in range(max(1, args.visits // args.per_block)):
+                blocks = max(1, args.visits // args.per_block) * (len(protocols) if args.one_arm_blocks else 1)
+                for block in range(blocks):
+                    if args.minutes and time.monotonic() - started > 60 * args.minutes:
+                        print(f"{net}: stopped after {block} blocks (--minutes {args.minutes:g})", flush=True)
+                        break
                     for browser, mode, source, default in random.sample(cells, len(cells)):
                         visitors[(browser, mode)].network = net
                         sessions[browser].network_events = source  # read when a block's browser starts
                         name = label(browser, mode, source, default)
-                        run_block(visitors[(browser, mode)], protocols, args.per_block, args.url, rows, name, net)
+                        arms = [protocols[block % len(protocols)]] if args.one_arm_blocks else protocols
+                        run_block(visitors[(browser, mode)], arms, args.per_block, args.url, rows, name, net)
                     print(f"{net}: block {block + 1} of every mode done", flush=True)
             for browser, default in defaults.items():
                 sessions[browser].network_events = default
             shaper.clear()
             if rows:
-                report(rows, networks, protocols, link_rtt)
+                report(rows, networks, protocols, link_rtt, modes)
+                report_lives(rows, networks, protocols, modes)
+                report_first_visits(rows, networks, protocols, modes)
             if args.instrumentation_compare:
                 report_instrumentation(rows, networks, protocols, cells)
             if args.carryover:

@@ -95,7 +95,9 @@ class Station:
                 browser_dns=s.browser_dns if browser == DEFAULT_BROWSER else None,
                 stubs=s.arms.stubs,
                 browser=browser,
-                session=SessionPolicy(s.browser_session, s.browser_restart.visits, s.browser_restart.memory_mb),
+                session=SessionPolicy(
+                    s.browser_session, s.browser_restart.visits, s.browser_restart.memory_mb, s.browser_settle_s
+                ),
                 resolver_connection=s.resolver_connection,
             )
         return self._visitors[browser]

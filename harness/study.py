@@ -217,6 +217,9 @@ class Study(BaseModel):
     # A new browser for every visit (the reference design), or one for the visits of a network block, cleared
     # before each (docs/visit.md); and whether the connection to the resolver is open before each navigation.
     browser_session: Literal["fresh", "reused"] = "fresh"
+    # How long a fresh browser waits after its start before navigating (0: at once, the reference design's;
+    # docs/visit.md, "A browser's first page", says what each choice measures).
+    browser_settle_s: float = Field(default=0.0, ge=0, le=60)
     resolver_connection: Literal["cold", "warm"] = "cold"
     browser_restart: BrowserRestart = BrowserRestart()
     faults: list[LabFault] = Field(default_factory=list)  # lab studies: faults applied while the crawl runs
@@ -255,6 +258,13 @@ class Study(BaseModel):
         for name, target in value.claims_map.items():
             if target not in own:
                 raise ValueError(f"claims_map.{name}: '{target}' is none of the study's resolvers or networks")
+        return value
+
+    @field_validator("browser_settle_s")
+    @classmethod
+    def _settle_fresh_only(cls, value: float, info: ValidationInfo) -> float:
+        if value and info.data.get("browser_session") == "reused":
+            raise ValueError("a reused browser does not settle: it loads the warm-up page at its start instead")
         return value
 
     @field_validator("lab_profile")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,8 @@ from harness.arms.evidence import (
 from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.har import check_har, write_har
 from harness.browser.registry import DEFAULT_BROWSER, make_browser
-from harness.daemons import stopped
+from harness.browser.starting import BrowserStart, browser_life, start_browser
+from harness.daemon_watch import DaemonWatch, place_problem
 from harness.errors import HarnessError, require_root
 from harness.outcome import ErrorClass, Outcome, Signals, classify, page_outcome
 from harness.place import Place
@@ -41,8 +41,6 @@ from harness.shaping.shaper import Shaper, shape
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
 #: beyond this they disagree and the record says so.
 ONLOAD_TOLERANCE_MS = 50.0
-#: How often the place's daemons are looked at during a visit (a frozen resolver shows within this).
-WATCH_S = 0.25
 #: The resolver connection's state when a visit starts: opened by the visit's first query, or open already.
 RESOLVER_CONNECTIONS = ("cold", "warm")
 #: What the warm-up query asks for: a name no page uses (RFC 6761 reserves .invalid), answered by the resolver.
@@ -85,9 +83,14 @@ class VisitResult:
     # The place's faults this visit met (harness/lab/faults.py), by name: all at its resolver, on its protocol
     # or on its certificate. A crawl runs beside no fault but those its study declares.
     faults: list[str] = field(default_factory=list)
-    browser_session: str = "fresh"  # a new browser for the visit, or one that serves many ("reused")
+    # The visit's browser life: a new browser ("fresh", or "fresh settled 3 s" when it waited before navigating),
+    # or one that serves many ("reused warm-started": it loaded the warm-up page first; "reused": it did not).
+    browser_session: str = "fresh"
     session_ordinal: int = 1  # the visit's place in its browser's life (1: the browser's first visit)
     browser_restart: str | None = None  # why this visit's browser replaced the one before (a reused session)
+    browser_settle_s: float = 0.0  # how long the fresh browser waited after its start before navigating
+    browser_start_retries: list[str] = field(default_factory=list)  # failed starts retried within the visit
+    browser_warmup: dict | None = None  # the warm-up its reused browser's start ran (the browser's first visit)
     resolver_connection: str = "cold"  # the connection to the resolver was opened by the visit, or before it
     warm_up: str | None = None  # the warm-up query's failure, if it failed
     resolver_handshakes: int | None = None  # new connections to the resolver during the visit (TCP transports)
@@ -126,6 +129,7 @@ class _Observed:
     authentication_failed: bool = False  # the arm's own report: the resolver's certificate did not verify
     faults: list[str] = field(default_factory=list)  # the place's faults the visit met
     warm_up: str | None = None  # the warm-up query's failure (a warm connection), if it failed
+    start: BrowserStart = field(default_factory=BrowserStart)  # the browser's start: retries, settling
 
     @property
     def unmeasured(self) -> str | None:
@@ -173,8 +177,9 @@ class Visitor:
             # A long-lived browser sees the resolv.conf bind-mounted when it started; it needs one to exist.
             raise HarnessError(f"{place.name}: a reused browser needs the client namespace's own resolv.conf")
         self.resolver_connection = resolver_connection
-        self.browser = make_browser(
-            browser, self.client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session
+        self.session = session or SessionPolicy()
+        self.browser = make_browser(  # the watchdog's margin holds the settling a fresh browser's visit adds
+            browser, self.client, timeout, margin + self.session.settle_s, browser_dns, session=session
         )
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
@@ -259,14 +264,14 @@ class Visitor:
         try:
             seen.before = resolver_counters(control) if control else None
         except HarnessError as exc:  # the resolver is dead or hangs: no visit can prove anything
-            seen.place_problem = _place_problem(self.place) or str(exc)
+            seen.place_problem = place_problem(self.place) or str(exc)
             if prepared:
                 self.browser.stop()
             return seen
         arm.begin_visit()
         loading = time.time()
-        with _DaemonWatch(self.place) as watch:
-            seen.report = self._load(url, arm, prepared).add_phases(seen.report.phases)
+        with DaemonWatch(self.place) as watch:
+            seen.report = self._load(url, arm, seen, prepared).add_phases(seen.report.phases)
         seen.replay = self.place.replay_events(loading, time.time())
         unread = None
         try:
@@ -276,7 +281,7 @@ class Visitor:
         seen.packets = client_counters(self.client.namespace)
         seen.arm_problem, seen.link_problem = arm.problem(), self.shaper.problem()
         replay_problem = seen.replay.page_problem if seen.replay else None  # the page not replayed as recorded
-        seen.place_problem = _place_problem(self.place) or unread or watch.problem or replay_problem
+        seen.place_problem = place_problem(self.place) or unread or watch.problem or replay_problem
         seen.authentication_failed = arm.authentication_failed(seen.report.trr_failure)
         return seen
 
@@ -289,22 +294,29 @@ class Visitor:
         """
         if not (self.browser.session.reused or self.resolver_connection == "warm"):
             return False
-        self.browser.start(arm)
+        seen.start = self._start(arm, seen.report.phases)
         if self.resolver_connection == "warm":
             t = time.monotonic()
             seen.warm_up = self.browser.warm_resolver(WARM_UP_NAME)
             seen.report.phases["warm_up"] = time.monotonic() - t
         return True
 
-    def _load(self, url: str, arm: DnsArm, started: bool = False) -> PageLoad:
+    def _load(self, url: str, arm: DnsArm, seen: _Observed, started: bool = False) -> PageLoad:
         """Start the browser for ``arm`` (unless `_prepare` did), load ``url``, end the visit's browser (its time
         is in the load's phases)."""
         try:
             if not started:
-                self.browser.start(arm)
+                seen.start = self._start(arm, seen.report.phases)
             return self.browser.load(url)
         finally:
             self.browser.stop()
+
+    def _start(self, arm: DnsArm, phases: dict[str, float]) -> BrowserStart:
+        """The browser started for ``arm``, failed starts retried, a fresh one settled (harness/browser/starting.py)."""
+        started = start_browser(self.browser, arm, self.session.settle_s)
+        if started.settled_s:
+            phases["settle"] = started.settled_s
+        return started
 
     def close(self) -> None:
         """End a reused browser (a network block's end, the crawl's); nothing for fresh ones."""
@@ -390,10 +402,14 @@ class Visitor:
         """The browser's session and the resolver connection's state: as chosen, and as the counters saw it."""
         warm = self.resolver_connection == "warm"
         connections = ResolverConnections.count(arm.protocol, seen.packets, warm) if seen.packets else None
+        warmup = self.browser.warmup if self.session.reused else None
         return {
-            "browser_session": self.browser.session.mode,
+            "browser_session": browser_life(self.session, warmup is not None),
             "session_ordinal": self.browser.session_ordinal,
             "browser_restart": self.browser.restart_reason,
+            "browser_settle_s": round(seen.start.settled_s, 3),
+            "browser_start_retries": seen.start.retried,
+            "browser_warmup": warmup if self.browser.session_ordinal == 1 else None,
             "resolver_connection": self.resolver_connection,
             "warm_up": seen.warm_up,
             "resolver_handshakes": connections.handshakes if connections else None,
@@ -413,41 +429,6 @@ def _paint_metrics(paint: dict, outcome: Outcome) -> dict:  # fcp_ms, lcp_ms: fl
         f"{name}_ms": round(paint[name], 3) if ok and isinstance(paint.get(name), (int, float)) else None
         for name in ("fcp", "lcp")
     }
-
-
-class _DaemonWatch:
-    """Looks at the place's daemons every WATCH_S while the browser runs: one stopped (SIGSTOP) for a while
-    and then resumed leaves no trace afterwards, yet its answers came late and the page may have failed."""
-
-    def __init__(self, place: Place):
-        daemons = getattr(place.status(), "daemons", [])
-        self.pids = {d["name"]: d["pid"] for d in daemons if d.get("alive")}
-        self.problem: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def __enter__(self) -> _DaemonWatch:
-        if self.pids:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(WATCH_S):
-            frozen = [name for name, pid in self.pids.items() if stopped(pid)]
-            if frozen:
-                self.problem = f"{', '.join(frozen)} stopped during the visit"
-                return
-
-
-def _place_problem(place: Place) -> str | None:
-    """Which of the place's daemons died, if any (a dead lab resolver is our fault, not the protocol's)."""
-    dead = place.status().dead
-    return f"{', '.join(dead)} not running" if dead else None
 
 
 def _path_failure(arm: DnsArm, proof: ArmProof, seen: _Observed, on_load: float | None) -> str | None:

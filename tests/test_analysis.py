@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 from contextlib import closing
 from dataclasses import replace
@@ -494,13 +495,28 @@ def test_visits_of_two_connection_states_are_never_paired_and_the_report_shows_w
     table = pd.read_csv(tmp_path / "out/tables/session-modes.csv")
     assert set(table["reused: warm - cold ms"]) == {-100.0}
     assert (table["reused cold visits"] == 40).all() and (table["reused warm visits"] == 40).all()
-    assert "Browser session and resolver connection" in report.html.read_text()
+    assert "Browser life and resolver connection" in report.html.read_text()
+
+
+def test_two_browser_lives_are_never_in_one_grid_and_the_environment_names_them(tmp_path):
+    fresh = make_store(tmp_path / "fresh.sqlite", slower_onload)
+    reused = with_session(make_store(tmp_path / "reused.sqlite", slower_onload), "reused warm-started", "cold", -50.0)
+    report = analyze([fresh, reused], tmp_path / "out")
+    text = report.html.read_text()
+    assert "Browser lives differ: their grids are apart" in text
+    assert "<h3>browser fresh, " in text and "<h3>browser reused warm-started, " in text  # each life's own grids
+    found = re.search(r"browser, browser life, resolver connection: ([^<]*)</li>", text)
+    assert found is not None and re.fullmatch(
+        r"firefox fresh cold \(\d+ visits\), firefox reused warm-started cold \(\d+ visits\)", found.group(1)
+    )
+    table = pd.read_csv(tmp_path / "out/tables/session-modes.csv")
+    assert {"fresh cold visits", "reused warm-started cold visits"} <= set(table.columns)
 
 
 def test_a_store_of_one_mode_has_no_session_section(tmp_path):
     report = analyze([make_store(tmp_path / "s.sqlite", slower_onload)], tmp_path / "out")
     assert not (tmp_path / "out/tables/session-modes.csv").exists()
-    assert "Browser session and resolver connection" not in report.html.read_text()
+    assert "Browser life and resolver connection" not in report.html.read_text()
 
 
 def test_columns_with_one_value_are_filled_and_read_as_the_store_holds_them(tmp_path):

@@ -39,6 +39,7 @@ def test_every_script_is_loaded_by_the_session_and_none_is_missing():
         "read-prefs",
         "resolve",
         "set-prefs",
+        "trust-certificate",
         "watch-addresses",
         "watch-network",
     ]
@@ -117,4 +118,13 @@ def test_the_visitor_knows_browsers_only_through_the_interface():
     """No Firefox module (session, template, preferences) is the visit's to import: a new browser changes
     nothing there."""
     browser_modules = {m for m in import_graph()["harness.visit"] if m.startswith("harness.browser")}
-    assert browser_modules == {"harness.browser.base", "harness.browser.har", "harness.browser.registry"}
+    # starting.py starts any `Browser` (retries, settling) through the interface alone
+    assert browser_modules == {
+        "harness.browser.base",
+        "harness.browser.har",
+        "harness.browser.registry",
+        "harness.browser.starting",
+    }
+    assert {m for m in import_graph()["harness.browser.starting"] if m.startswith("harness")} <= {
+        "harness.browser.base"
+    }

@@ -22,6 +22,8 @@ import pytest
 
 from harness import netns
 from harness.arms.base import DnsArm
+from harness.arms.evidence import client_counters, reset_client_counters, resolver_counters
+from harness.browser import session as session_module
 from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.firefox import Firefox
 from harness.browser.firefox_reused import ReusedFirefoxSession
@@ -252,8 +254,12 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
         # Do53 after a stub arm (and the reverse) shows the browser follows each arm's resolv.conf and prefs.
         assert result.error_class == "Successful" and result.proof["valid"], (protocol, result.detail)
         assert result.proof["on_arm"] > 10 and result.proof["off_arm"] == 0, result.proof
-        assert result.browser_session == "reused" and result.resolver_connection == "cold"
+        assert result.browser_session == "reused warm-started" and result.resolver_connection == "cold"
     assert [r.session_ordinal for r in results] == list(range(1, len(protocols) + 1))
+    # The browser's start loaded the warm-up page, recorded with its first visit.
+    warmup = results[0].browser_warmup
+    assert warmup is not None and warmup["ok"] and warmup["detail"].startswith("ok protocol=h2"), warmup
+    assert "warm_start" in results[0].phases and all(r.browser_warmup is None for r in results[1:])
     assert len(parents) == 1  # one Firefox all along
     # Only the first visit starts a browser; the others clear one.
     assert "browser_start" in results[0].phases and all("browser_start" not in r.phases for r in results[1:])
@@ -476,6 +482,42 @@ def test_cold_opens_a_new_resolver_connection_and_warm_uses_an_open_one(reused, 
     else:  # QUIC: a handshake's Initial datagrams counted on the cold visit, none on the warm one
         assert c.proof["client_packets"][f"{protocol}_initials"] > 0
         assert w.proof["client_packets"][f"{protocol}_initials"] == 0
+
+
+def test_the_warm_up_page_reaches_neither_the_resolver_nor_the_visit_s_counters(reused):
+    visitor = reused()
+    with do53_arm_and_browser(visitor) as (arm, browser):
+        control = arm.resolver.control_config
+        assert control is not None
+        reset_client_counters(visitor.client.namespace, arm.resolver)
+        before = resolver_counters(control)
+        browser.start(arm)  # a new browser: its warm-up page, then the visit's clearing and tab
+        after, packets = resolver_counters(control), client_counters(visitor.client.namespace)
+        warmup = browser.warmup
+        assert warmup is not None and warmup["ok"], warmup
+        assert after == before and not any(packets.values()), (before, after, packets)
+        load = loaded(browser)  # the control: the visit's own queries are counted
+        browser.stop()
+        assert resolver_counters(control)["do53_udp"] > after["do53_udp"]
+        assert sum(client_counters(visitor.client.namespace).values()) > 0
+        assert not [url for url in requested(load) if "127.0.0.1" in url]  # none of the warm-up's requests
+
+
+def test_a_failed_start_is_retried_inside_the_visit_and_a_fresh_browser_settles(reused, monkeypatch):
+    real, calls = session_module.BidiEventLog, []
+
+    def lost_once(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise ConnectionResetError("the BiDi socket was lost (the test)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(session_module, "BidiEventLog", lost_once)
+    result = reused(session="fresh", settle_s=1.0).visit_once(PAGE, "do53", "near")
+    assert result.error_class == "Successful" and result.proof["valid"], result.detail
+    assert result.browser_start_retries == ["start: ConnectionResetError: the BiDi socket was lost (the test)"]
+    assert result.browser_session == "fresh settled 1 s" and 1.0 <= result.browser_settle_s < 1.5
+    assert result.phases["settle"] >= 1.0 and len(calls) == 2
 
 
 def test_a_fresh_browser_gets_a_warm_connection_from_the_warm_up_query(reused):

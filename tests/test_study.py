@@ -55,11 +55,13 @@ def test_the_shipped_studies_load_with_the_reference_design():
     assert set(demo.study.networks) == {"wired", "4g", "4g-lossy", "3g"} and len(demo.study.resolvers) >= 2
     assert set(demo.study.protocols) == {"do53", "dot", "doh", "doq"}  # the paper's three, and DoQ beyond it
     assert demo.visit_count == 128 and demo.study.browser_dns.endswith("dns-current.toml")
-    assert demo.study.browsers == ["firefox", "chromium"] and [s.rank for s in demo.sites] == [1, 99001]
-    assert sum(v.browser == "chromium" for v in demo.plan()) == 64  # half the demo's visits in Chromium
+    # Reused, warm-started browsers (issue 41): Firefox alone until Chromium can serve many visits.
+    assert demo.study.browsers == ["firefox"] and [s.rank for s in demo.sites] == [1, 501, 99001, 99501]
+    assert (demo.study.browser_session, demo.study.resolver_connection) == ("reused", "cold")
     assert paper.study.browser_dns.endswith("dns-2019.toml")
     # The reference design: a new browser for every visit, its first query opening the resolver connection.
     assert (paper.study.browser_session, paper.study.resolver_connection) == ("fresh", "cold")
+    assert paper.study.browser_settle_s == 0
 
 
 def test_the_paper_csv_is_the_lab_list_with_its_ranks():
@@ -126,6 +128,14 @@ def test_a_study_resolves_its_selections(tmp_path):
         (
             ("seed = 7\n", 'seed = 7\nbrowsers = ["firefox", "chromium"]\nbrowser_session = "reused"\n'),
             r"mini.toml:\d+: browser_session: .*browser 'chromium' cannot serve many visits \(it runs fresh only\)",
+        ),
+        (
+            ("seed = 7\n", 'seed = 7\nbrowser_session = "reused"\nbrowser_settle_s = 3\n'),
+            r"mini.toml:\d+: browser_settle_s: .*a reused browser does not settle",
+        ),
+        (
+            ("seed = 7\n", "seed = 7\nbrowser_settle_s = -1\n"),
+            r"mini.toml:\d+: browser_settle_s: Input should be greater than or equal to 0",
         ),
         (
             ("every = 5\n", "every = 5\n[browser_restart]\nvisits = -1\n"),

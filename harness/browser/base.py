@@ -73,12 +73,15 @@ class SessionPolicy:
     mode: str = "fresh"
     restart_after: int = 0  # a reused browser is replaced after this many visits (0: never)
     memory_limit_mb: int = 0  # ... or once its processes' resident memory passes this (0: no limit)
+    settle_s: float = 0.0  # a fresh browser waits this long after its start before navigating (`browser_settle_s`)
 
     def __post_init__(self) -> None:
         if self.mode not in SESSION_MODES:
             raise HarnessError(f"browser session '{self.mode}': choose one of {', '.join(SESSION_MODES)}")
         if self.restart_after < 0 or self.memory_limit_mb < 0:
             raise HarnessError(f"restart_after and memory_limit_mb must be >= 0 (got {self})")
+        if self.settle_s < 0 or (self.settle_s and self.reused):
+            raise HarnessError(f"browser_settle_s {self.settle_s:g}: a fresh browser's wait, >= 0 (got {self})")
 
     @property
     def reused(self) -> bool:
@@ -125,6 +128,7 @@ class Browser(ABC):
             raise HarnessError(f"browser {self.name}: it cannot serve many visits (browser_session = 'reused')")
         self.session_ordinal = 0  # the current visit's place in its browser's life: 1 for a new browser's first
         self.restart_reason: str | None = None  # why the current visit's browser replaced the one before, if it did
+        self.warmup: dict | None = None  # the warm-up of the current visit's reused browser (harness/browser/warmup.py)
         self.client = client
         self.timeout = timeout  # the page load's time limit
         self.margin = margin  # beyond timeout + margin the whole visit's browser is killed
@@ -155,6 +159,11 @@ class Browser(ABC):
     def stop(self) -> None:
         """End what `start` began, whatever state it is in; nothing of the visit's browser is left running."""
 
+    def start_failure(self) -> str | None:
+        """Why the last `start` left no browser ready for the harness's own reasons, which a start tried again may
+        not meet (harness/browser/starting.py), or None: it started, or the watchdog ended it."""
+        return None
+
     def close(self) -> None:  # noqa: B027 -- a fresh browser ends with each visit: nothing left to close
         """End the browser a reused session keeps between visits (at a network block's end, or the crawl's)."""
 
@@ -168,6 +177,15 @@ class Browser(ABC):
         """The HAR 1.2 of ``load`` (one page, one entry per request), naming this browser and its version."""
         page = load.page or PageInfo(url=url)
         return build_har(load.events, page, (self.product, self.version), __version__)
+
+
+def start_failure(report: PageLoad) -> str | None:
+    """The failure a browser's start recorded in ``report`` (its `driver_failure` begins "start:", or "reuse:" for
+    a reused browser's preparation of the visit), unless the watchdog ended it (the visit's time is spent)."""
+    failure = report.driver_failure
+    if failure is None or report.watchdog_fired or not failure.startswith(("start:", "reuse:")):
+        return None
+    return failure
 
 
 _BROWSERS: dict[str, type[Browser]] = {}

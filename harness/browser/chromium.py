@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import netns
-from harness.browser.base import Browser, PageLoad, register_browser
+from harness.browser.base import Browser, PageLoad, register_browser, start_failure
 from harness.browser.chromium_session import CHROMEDRIVER, CHROMIUM, ChromiumSession
 from harness.browser.chromium_settings import CHROMIUM_DNS_CURRENT, arm_switches, load_chromium_dns, local_state
 from harness.errors import HarnessError, require_program
@@ -102,6 +102,10 @@ class Chromium(Browser):
         if self._session is not None:
             self._session.stop()
             self._session = None
+
+    def start_failure(self) -> str | None:
+        """Why the last start failed for the harness's own reasons (`harness.browser.base.start_failure`)."""
+        return start_failure(self._session.report) if self._session is not None else None
 
 
 def _require_sandbox(argv: list[str], namespace: str | None) -> None:

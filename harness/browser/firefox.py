@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.browser.base import Browser, PageLoad, SessionPolicy, register_browser
+from harness.browser.base import Browser, PageLoad, SessionPolicy, register_browser, start_failure
 from harness.browser.firefox_dns import firefox_prefs
 from harness.browser.firefox_reused import ReusedFirefoxSession
 from harness.browser.prefs import DNS_CURRENT, load_prefs
@@ -99,6 +99,7 @@ class Firefox(Browser):
                 read_prefs=tuple(self.dns_settings),
             )
             self._reused.start()
+            self.warmup = self._reused.warmup.to_dict() if self._reused.warmup else None
             self.session_ordinal = 0
         self.restart_reason = reason
         self.session_ordinal += 1
@@ -129,6 +130,10 @@ class Firefox(Browser):
         elif self._session is not None:
             self._session.stop()
         self._session = None
+
+    def start_failure(self) -> str | None:
+        """Why the last start failed for the harness's own reasons (`harness.browser.base.start_failure`)."""
+        return start_failure(self._session.report) if self._session is not None else None
 
     def close(self) -> None:
         """End the reused browser, if one runs."""

@@ -14,9 +14,11 @@ each visit gets.
 
 from __future__ import annotations
 
+from harness import netns
 from harness.browser.reused import ReusedSession
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
+from harness.browser.warmup import WarmupServer
 
 #: Preferences of a browser that serves many visits, set at its start. The platform resolver's state is per
 #: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lives across visits would keep
@@ -26,6 +28,7 @@ REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-
 
 _CLEAR = script("clear-state")
 _SET_PREFS = script("set-prefs")
+_TRUST = script("trust-certificate")
 
 
 class ReusedFirefoxSession(ReusedSession, FirefoxSession):
@@ -50,6 +53,11 @@ class ReusedFirefoxSession(ReusedSession, FirefoxSession):
             raise RuntimeError(f"clearing failed: {cleared}")
         if self._source == "bidi" and self.renew_network_observer:
             self._events.resubscribe()  # type: ignore[union-attr]  # alive
+
+    def _trust_warmup_certificate(self, server: WarmupServer) -> None:
+        """The warm-up CA added to the running Firefox's certificate database (scripts/trust-certificate.js)."""
+        with netns.entered(self.namespace):
+            self._in_chrome(self._driver, _TRUST, server.ca_base64)  # type: ignore[arg-type]  # started
 
     def _apply_prefs(self, prefs: dict) -> None:
         restore = {n: v for n, v in self._originals.items() if n not in prefs}

@@ -19,6 +19,7 @@ from pathlib import Path
 from harness import netns
 from harness.browser.base import PageLoad
 from harness.browser.bidi import BidiEventLog
+from harness.browser.warmup import PAGE, BrowserWarmup, WarmupServer, warm_up
 from harness.browser.webdriver_session import WebDriverSession, first_line
 
 #: How long a visit waits, before its counters start, for DNS queries of the visit before that are still in
@@ -33,6 +34,10 @@ class ReusedSession(WebDriverSession):
     """A browser's session that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
     per visit, and `stop` at the end."""
 
+    #: Whether the browser loads the warm-up page (harness/browser/warmup.py) at its start, before its first
+    #: visit. False only to measure what it changes (`benchmarks.browser_reuse --modes reused-unwarmed`).
+    warm_start = True
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.visits = 0  # visits begun in this browser
@@ -40,11 +45,16 @@ class ReusedSession(WebDriverSession):
         self._tab: str | None = None  # the current visit's tab (a BiDi browsing context id = a window handle)
         self._user_context: str | None = None
         self._browser_pid: int | None = None  # the browser's main process (its driver's child)
+        self.warmup: BrowserWarmup | None = None  # the warm-up page's load at the start, if there was one
 
     @abstractmethod
     def _clear_for_visit(self, settings: dict) -> None:
         """Clear what the visit before could have left and give the browser the arm's ``settings``; raise if it
         cannot (the browser is then killed and the visit is the harness's failure)."""
+
+    @abstractmethod
+    def _trust_warmup_certificate(self, server: WarmupServer) -> None:
+        """Make the running browser trust the warm-up server's own CA (and nothing else of it)."""
 
     def start(self) -> None:
         """Start the browser as a fresh session does; its watchdog then covers only the start (one per visit)."""
@@ -56,8 +66,26 @@ class ReusedSession(WebDriverSession):
                 self._home = self._driver.current_window_handle
             except Exception as exc:
                 self.report.driver_failure = f"start: {type(exc).__name__}: {first_line(exc)}"
-            # A warm-up before the first measured visit (issue 41 item 1) goes here, still under the watchdog.
+            if self.report.driver_failure is None and self.warm_start:
+                self._warm_up()
         self._end_watchdog()
+
+    def _warm_up(self) -> None:
+        """Load the warm-up page (harness/browser/warmup.py), still under the start's watchdog; a warm-up that
+        fails is the start's failure (the harness's): the browser is killed, and the start may be retried."""
+        assert self._driver is not None and self._events is not None and self._work is not None  # started
+        t = time.monotonic()
+        try:
+            server = WarmupServer(self.namespace, self.account, self._work)
+            self._trust_warmup_certificate(server)
+            with server:
+                self.warmup = warm_up(self._events, server)
+        except Exception as exc:  # the server or the trust: no page loaded
+            self.warmup = BrowserWarmup(PAGE, round(time.monotonic() - t, 3), False, f"{type(exc).__name__}: {exc}")
+        self.report.phases["warm_start"] = time.monotonic() - t
+        if not self.warmup.ok:
+            self.report.driver_failure = f"start: warm-up: {self.warmup.detail}"
+            self.kill()
 
     @property
     def alive(self) -> bool:
