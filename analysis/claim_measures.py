@@ -34,7 +34,9 @@ from analysis.tables import INFRASTRUCTURE
 #: A claim's condition key -> the visits column it reads (the source's names mapped onto the store's first).
 VISIT_COLUMNS = {"network": "network", "resolver": "resolver", "protocol": "protocol", "browser": "browser"}
 #: The condition keys whose values a study maps (`[analysis] claims_map`, `--map`): the others are the tool's own.
-MAPPED = ("network", "resolver")
+#: A browser life is mapped too (the paper's "fresh" read as "reused warm-started"), never silently: the verdict
+#: line shows it, so a claim about fresh browsers checked in running ones says so.
+MAPPED = ("network", "resolver", "browser_life")
 
 
 class NotMeasured(Exception):
@@ -67,7 +69,7 @@ class Evidence:
     _tables: dict[tuple, Paired] = field(default_factory=dict)
 
     def name(self, key: str, value: str) -> str:
-        """The store's name for a condition's value: mapped for networks and resolvers, else as it is."""
+        """The store's name for a condition's value: mapped for networks, resolvers and browser lives, else as it is."""
         return self.mapping.get(value.lower(), value) if key in MAPPED else value
 
     def table(self, visits: pd.DataFrame, network: str, metric: str, key: tuple) -> Paired:

@@ -108,7 +108,7 @@ def check_source(source: ClaimSource, evidence: Evidence, adjustment: str, confi
 
 
 def _mapping_of(claim: Claim, evidence: Evidence) -> list[str]:
-    """The source's names of networks and resolvers the claim uses: "cloudflare=far" where a study or the
+    """The source's names of networks, resolvers and browser lives the claim uses: "cloudflare=far" where a study or the
     command line maps it, "3g (as named)" where the stores are read under the source's own name."""
     names = dict.fromkeys(
         f"{value}={evidence.mapping[value.lower()]}" if value.lower() in evidence.mapping else f"{value} (as named)"

@@ -11,16 +11,20 @@ import pandas as pd
 
 from analysis import claim_report, figures, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
-from analysis.formats import ms_interval, number, share
+from analysis.formats import number
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
 from analysis.metrics import Metric, file_stem
-from analysis.pairs import Cell, Configuration, configurations, grid, grid_frame
+from analysis.pair_tables import disagreements, once, verdicts_table
+from analysis.pairs import Configuration, configurations, grid, grid_frame
 from analysis.replay import replay_table, replayed
 from analysis.report_figures import ReportFigures
 from analysis.results import Results, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, AnalysisSettings, load_settings
 from analysis.significance import ADJUSTMENT_NAMES, ADJUSTMENTS, HOLM
-from analysis.stats import DAGGER, verdict_text
+from analysis.stats import DAGGER
+
+TIMER_FAILURES = "Resolution failures of the standalone timer (timeouts and errors, % of queries sent)"
+TIMER_DETAILS = "Failed timer queries by status and error detail"
 
 
 @dataclass
@@ -59,30 +63,15 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         networks = list(dict.fromkeys(list(visits["network"].astype(str)) + list(timings["network"].astype(str))))
 
         if not timings.empty:
-            caption = "Resolution failures of the standalone timer (timeouts and errors, % of queries sent)"
-            frame = tables.timer_failures(timings, settings)
-            report.tables += tables.write_table(frame, out / "tables" / "timer-failures", caption)
-            caption = "Failed timer queries by status and error detail"
-            frame = tables.timer_failure_details(timings, settings)
-            report.tables += tables.write_table(frame, out / "tables" / "timer-failure-details", caption)
+            for name, frame, caption in [
+                ("timer-failures", tables.timer_failures(timings, settings), TIMER_FAILURES),
+                ("timer-failure-details", tables.timer_failure_details(timings, settings), TIMER_DETAILS),
+            ]:
+                report.tables += tables.write_table(frame, out / "tables" / name, caption)
         sections.append(_summary(results, settings) + _methods(report, chosen_by, settings))
         if not visits.empty:
             sections.append(_coverage(report, results, settings))
-        for network in networks:
-            label = settings.labels.network(network)
-            parts = [f"<h2>{html.escape(label)}</h2>"]
-            if (timings["network"] == network).any():
-                fig = figures.resolution_cdf(timings, network, settings)
-                parts.append(drawn.now(fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
-                parts.append(_timer_failures(timings[timings["network"] == network], settings))
-            if (visits["network"] == network).any() and visits["browser_session"].nunique() > 1:
-                parts.append("<p>Browser lives differ: their grids are apart, under Browser life below.</p>")
-            elif (visits["network"] == network).any():
-                order = configurations(visits)
-                parts += [
-                    _pairs(report, results, network, metric, order, settings) for metric in settings.grid.metric_list()
-                ]
-            sections.append("\n".join(parts))
+        sections += [_network(report, results, network, settings) for network in networks]
 
         if not visits.empty:
             sections.append(_protocols(report, results, settings))
@@ -98,6 +87,23 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         report.figures = drawn.paths
     report.seconds = time.monotonic() - started
     return report
+
+
+def _network(report: Report, results: Results, network: str, settings: AnalysisSettings) -> str:
+    """One network's section: its resolution CDF and timer failures, and its grids unless browser lives differ."""
+    visits, timings, label = results.visits, results.timings, settings.labels.network(network)
+    parts = [f"<h2>{html.escape(label)}</h2>"]
+    if (timings["network"] == network).any():
+        fig = figures.resolution_cdf(timings, network, settings)
+        assert report.drawn is not None  # while the report is written
+        parts.append(report.drawn.now(fig, f"resolution-cdf-{network}", f"Resolution times, {label}"))
+        parts.append(_timer_failures(timings[timings["network"] == network], settings))
+    if (visits["network"] == network).any() and visits["browser_session"].nunique() > 1:
+        parts.append("<p>Browser lives differ: their grids are apart, under Browser life below.</p>")
+    elif (visits["network"] == network).any():
+        order = configurations(visits)
+        parts += [_pairs(report, results, network, metric, order, settings) for metric in settings.grid.metric_list()]
+    return "\n".join(parts)
 
 
 def _apart(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> list[str]:
@@ -209,7 +215,7 @@ def _pairs(
     if successful and missing == successful:
         return head + f'<p class="missing">{html.escape(_all_missing(results, label, metric, successful))}</p>'
     cells = grid(results.visits, network, settings, order, metric, report.adjustment)
-    family, reading = [c.statistics for c in _once(cells)], settings.reading()
+    family, reading = [c.statistics for c in once(cells)], settings.reading()
     report.tables += tables.write_table(
         grid_frame(cells, settings.labels),
         report.out / "tables" / file_stem("pairs", metric, key or network),
@@ -232,8 +238,8 @@ def _pairs(
             head,
             note,
             _drawn(report).later(figures.grid_figure, cells, order, network, settings, name=name, caption=caption),
-            _disagreements(cells, settings),
-            _verdicts(cells, settings),
+            disagreements(cells, settings),
+            verdicts_table(cells, settings),
         ]
     )
 
@@ -346,85 +352,6 @@ def _coverage(report: Report, results: Results, settings: AnalysisSettings) -> s
         f"<h2>Metrics</h2><p>Grids are drawn for {', '.join(html.escape(m.label) for m in metrics)}. A Successful "
         f"visit without a metric is left out of that metric's pairs only.</p><ul>{''.join(items)}</ul>"
         f"<details><summary>{html.escape(caption)}</summary>{frame.to_html(index=False)}</details>"
-    )
-
-
-def _once(cells: list[Cell]) -> list[Cell]:
-    """Each unordered pair once, as the grid's upper triangle shows it (the first of the two orders met)."""
-    seen: set[tuple[Configuration, Configuration]] = set()
-    first = []
-    for c in cells:
-        if (c.column, c.row) not in seen:
-            first.append(c)
-        seen.add((c.row, c.column))
-    return first
-
-
-def _verdicts(cells: list[Cell], settings: AnalysisSettings) -> str:
-    """Every pair's statistics as an HTML table, effect sizes beside the verdict; a verdict whose median and
-    mean disagree says so."""
-    large, labels = figures.duration_label(settings.grid.large_difference_ms), settings.labels
-    rows = []
-    for c in _once(cells):
-        st = c.statistics
-        rows.append(
-            {
-                "row": labels.configuration(*c.row),
-                "column": labels.configuration(*c.column),
-                "pairs": st.pairs,
-                "sites": st.sites,
-                "median_ms": st.median_ms,
-                "ci_low_ms": st.ci_low_ms,
-                "ci_high_ms": st.ci_high_ms,
-                "hodges_lehmann_ms": st.hodges_lehmann_ms,
-                "mean_ms": st.mean_ms,
-                "mean interval ms": ms_interval(st.mean_ci_low_ms, st.mean_ci_high_ms),
-                "p10_ms": st.p10_ms,
-                "p90_ms": st.p90_ms,
-                f"row slower >{large} % [interval]": share(
-                    st.share_row_slower, st.share_row_slower_ci_low, st.share_row_slower_ci_high
-                ),
-                f"row faster >{large} % [interval]": share(
-                    st.share_row_faster, st.share_row_faster_ci_low, st.share_row_faster_ci_high
-                ),
-                "resampled": st.resampled,
-                "p_value": st.p_value,
-                "p_adjusted": st.p_adjusted,
-                "verdict": verdict_text(st),
-            }
-        )
-    frame = pd.DataFrame(rows)
-    formats = {c: number("{:+.0f}") for c in frame.columns if c.endswith("_ms")}
-    formats.update({c: number("{:.2g}") for c in ("p_value", "p_adjusted")})
-    return (
-        "<details><summary>statistics of every pair</summary>"
-        + frame.to_html(index=False, formatters=formats)
-        + "</details>"
-    )
-
-
-def _disagreements(cells: list[Cell], settings: AnalysisSettings) -> str:
-    """A paragraph naming every pair whose median and mean disagree in sign, so that the grid's red or blue
-    (the median's) is not read alone; empty when there is none."""
-    flagged = [c for c in _once(cells) if c.statistics.sign_disagrees]
-    if not flagged:
-        return ""
-    labels, large = settings.labels, figures.duration_label(settings.grid.large_difference_ms)
-    items = []
-    for c in flagged:
-        st = c.statistics
-        interval = "" if st.ci_low_ms is None else f" [{st.ci_low_ms:+.0f}, {st.ci_high_ms:+.0f}]"
-        items.append(
-            f"<li>{html.escape(labels.configuration(*c.row))} minus {html.escape(labels.configuration(*c.column))}"
-            f": median {st.median_ms:+.0f} ms{interval} ({st.verdict}), but mean {st.mean_ms:+.0f} ms; "
-            f"the row is slower by more than {large} in {st.share_row_slower:.0%} of {st.pairs} pairs "
-            f"and faster by more than {large} in {st.share_row_faster:.0%}.</li>"
-        )
-    return (
-        f'<div class="disagree"><p>{DAGGER} The median and the mean disagree in sign in {len(flagged)} '
-        f"pair{'s' if len(flagged) > 1 else ''} (framed in the grid): the differences are skewed or have two "
-        f"modes, and the verdict and the shade, read from the median, do not describe them alone.</p>"
-        f"<ul>{''.join(items)}</ul></div>"
     )
 
 

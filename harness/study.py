@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.arms import arm_class, browser_protocols
+from harness.browser.base import SessionPolicy
 from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.browser.registry import DEFAULT_BROWSER, browser_class, browser_names
+from harness.browser.starting import browser_life
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, checkout_hint, project_path
 from harness.plan import PlannedVisit, make_plan
@@ -253,11 +255,17 @@ class Study(BaseModel):
     @field_validator("analysis")
     @classmethod
     def _claims_map_names_own(cls, value: StudyAnalysis, info: ValidationInfo) -> StudyAnalysis:
-        """A claim's name is mapped onto one of this study's resolvers or networks, nothing else."""
+        """A claim's name is mapped onto one of this study's resolvers or networks, or the browser life its visits
+        will record, nothing else."""
         own = [*info.data.get("resolvers", []), *info.data.get("networks", [])]
+        if "browser_session" in info.data:
+            policy = SessionPolicy(info.data["browser_session"], settle_s=info.data.get("browser_settle_s") or 0.0)
+            own.append(browser_life(policy, warm_started=True))
         for name, target in value.claims_map.items():
             if target not in own:
-                raise ValueError(f"claims_map.{name}: '{target}' is none of the study's resolvers or networks")
+                raise ValueError(
+                    f"claims_map.{name}: '{target}' is none of the study's resolvers or networks, nor its browser life"
+                )
         return value
 
     @field_validator("browser_settle_s")

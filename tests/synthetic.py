@@ -32,6 +32,7 @@ def make_store(
     vantage_points: dict[str, float] | None = None,
     browsers: dict[str, dict[str, float]] | None = None,
     config: dict | None = None,
+    browser_life: str = "fresh",
 ) -> Path:
     """A store whose every planned visit is done with the outcome ``outcome`` gives it.
 
@@ -40,7 +41,8 @@ def make_store(
     are left as `Store` makes them. ``vantage_points``: name -> ms added to every onLoad measured there (the
     plan is repeated at each, as a study with vantage points plans it). ``browsers``: name -> protocol -> ms
     added to every onLoad of that protocol in that browser (a factor of the plan, as a study's `browsers`).
-    ``config``: the study's record as a crawl stores it (`LoadedStudy.record()`); default an empty study."""
+    ``config``: the study's record as a crawl stores it (`LoadedStudy.record()`); default an empty study.
+    ``browser_life``: every visit's `browser_session` (what a crawl records: "fresh", "reused warm-started"...)."""
     store = Store(path)
     site_list = [Site(f"site{i}.test", i + 1, "top" if i < sites // 2 else "tail") for i in range(sites)]
     places = vantage_points or {"": 0.0}
@@ -69,6 +71,7 @@ def make_store(
             ),
             "har_path": None,
             "wall_s": 3.0,
+            "browser_session": browser_life,
         }
         # The record always has the keys, as a crawl's does (None: not reported), whichever columns are written.
         record.update({PAINT_COLUMNS[column]: ms for column, ms in times.items()})

@@ -284,7 +284,14 @@ def test_the_demo_study_maps_cloudflare_and_its_report_shows_the_reference_claim
     record = load_study("lab-demo").record()
     assert record["study"]["analysis"]["claims_map"]["cloudflare"] == "far"
     store = make_store(
-        tmp_path / "demo.sqlite", lambda *k: ok(1000), 2, 1, ("3g",), (("far", "do53"), ("far", "doh")), config=record
+        tmp_path / "demo.sqlite",
+        lambda *k: ok(1000),
+        2,
+        1,
+        ("3g",),
+        (("far", "do53"), ("far", "doh")),
+        config=record,
+        browser_life="reused warm-started",  # the demo's browsers
     )
     report = analyze([store], tmp_path / "out")
     page = report.html.read_text()
@@ -292,6 +299,7 @@ def test_the_demo_study_maps_cloudflare_and_its_report_shows_the_reference_claim
     for claim in load_source(CLAIMS_DIR / f"{REFERENCE}.toml").claims:
         assert claim.id in page
     assert "cloudflare=far" in page and "INCONCLUSIVE" in page  # two sites decide nothing
+    assert "fresh=reused warm-started" in page  # the paper's fresh browser read as the demo's, and said
     assert (tmp_path / "out" / "tables" / f"claims-{REFERENCE}.csv").exists()
 
 
@@ -303,4 +311,8 @@ def test_a_study_maps_claim_names_only_onto_its_own_resolvers_and_networks(tmp_p
     path = tmp_path / "mapped.toml"
     path.write_text(text.replace('cloudflare = "far"', 'cloudflare = "cloudflare"'))
     with pytest.raises(HarnessError, match="claims_map.cloudflare: 'cloudflare' is none of the study's resolvers"):
+        load_study(str(path))
+    # a browser life only as the study's visits will record it: the demo's browsers are reused, not fresh
+    path.write_text(text.replace('fresh = "reused warm-started"', 'fresh = "fresh"'))
+    with pytest.raises(HarnessError, match="claims_map.fresh: 'fresh' is none of the study's resolvers or networks"):
         load_study(str(path))
