@@ -4,7 +4,7 @@ The podman route of docs/deploy.md, command by command: the broker, the coordina
 from the compose file run a small lab study (one vantage point, the lab demo's two sites, three
 protocols) to its end, with the worker's process killed mid-study (the container comes back by its
 restart policy); the store then holds every planned visit once, each Successful, and the worker's
-log has no "shutdown" line. Then the page's operations: `ps`, `logs`, `exec -T ... status`, a
+log has no "shutdown" line. Then the page's operations: `ps`, `logs`, `podman exec ... status`, a
 worker container killed (it stays down) and brought back by `up -d`, `stop`, `run ... export`,
 `podman cp`. The study file is mounted into the services by an override file, as docs/deploy.md
 tells a user to do with a study of their own. The project is brought down afterwards with its
@@ -158,8 +158,17 @@ def wait_for_the_study(project: Project, seconds: float) -> str:
 
 
 def status(project: Project) -> str:
-    """`dnsstudy status` of the study's store, through `exec -T` in the coordinator (docs/deploy.md)."""
-    status = project.compose("exec", "-T", "coordinator", "dnsstudy", "status", f"/results/{STUDY}/store.sqlite")
+    """`dnsstudy status` of the study's store, through `podman exec` in the coordinator (docs/deploy.md: on podman,
+    docker-compose 1.29's `exec -T` returned 1 and printed nothing where `podman exec` printed the status)."""
+    command = [
+        "podman",
+        "exec",
+        project.container("coordinator"),
+        "dnsstudy",
+        "status",
+        f"/results/{STUDY}/store.sqlite",
+    ]
+    status = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stdout[-1000:] + status.stderr[-1000:]
     return status.stdout
 
