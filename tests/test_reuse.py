@@ -23,7 +23,7 @@ import pytest
 from harness import netns
 from harness.arms.base import DnsArm
 from harness.arms.evidence import client_counters, reset_client_counters, resolver_counters
-from harness.browser import session as session_module
+from harness.browser import webdriver_session as session_module  # where the BiDi event log is made
 from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.firefox import Firefox
 from harness.browser.firefox_reused import ReusedFirefoxSession
