@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from harness import netns, protocols
 from harness.errors import HarnessError
-from harness.replay.events import ReplayEvents
+from harness.replay.events import ReplayEvents, ReplayWindow
 
 # Interface names, the same in every place: they live inside the place's namespaces,
 # so two places never collide on them.
@@ -219,10 +219,15 @@ class Place(ABC):
         """The faults the place carries now, as its state records them (none where none can be applied)."""
         return []
 
-    def replay_events(self, since: float, until: float) -> ReplayEvents | None:
-        """What its web replayed between two Unix times (misses, fuzzy matches, errors, filled bodies), or None
-        where the place replays no archive (docs/replay.md)."""
+    def replay_window(self) -> ReplayWindow | None:
+        """Open a window on what its web replays from now (for `replay_events`), or None where the place replays
+        no archive (docs/replay.md)."""
         return None
+
+    def replay_events(self, window: ReplayWindow) -> ReplayEvents:
+        """What its web replayed since ``window`` opened: misses, fuzzy matches, errors, filled bodies, and
+        the names its DNS did not hold."""
+        return ReplayEvents()
 
     def faults_touching(self, resolver: str, protocol: str) -> list[str]:
         """The names of the faults a visit to ``resolver`` over ``protocol`` meets now (what its record keeps)."""

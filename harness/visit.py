@@ -269,10 +269,10 @@ class Visitor:
                 self.browser.stop()
             return seen
         arm.begin_visit()
-        loading = time.time()
+        window = self.place.replay_window()
         with DaemonWatch(self.place) as watch:
             seen.report = self._load(url, arm, seen, prepared).add_phases(seen.report.phases)
-        seen.replay = self.place.replay_events(loading, time.time())
+        seen.replay = self.place.replay_events(window) if window else None
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None

@@ -7,7 +7,6 @@ The same files are imported and replayed with both browsers in tests/test_replay
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.lab.config import load_lab_config
-from harness.lab.querylog import nxdomain_names
+from harness.lab.querylog import log_sizes, nxdomain_names
 from harness.lab.replayfront import FAILED_STATUS
 from harness.lab.replayserver import sendable
 from harness.lab.replayweb import ReplayWeb
@@ -221,23 +220,27 @@ def test_unsendable_answers_are_errors_and_a_page_not_replayed_is_the_replays_fa
     assert ReplayEvents().page_problem is None
 
 
-def test_dns_misses_are_the_names_answered_nxdomain_in_the_window(tmp_path):
+def test_dns_misses_are_the_names_answered_nxdomain_since_the_window_opened(tmp_path):
+    """A window is where each log stood, not a time: the previous visit's replies in the same second are not
+    this one's (unbound stamps to the second), nor is a line still being written."""
     near, far = tmp_path / "resolver-near.log", tmp_path / "resolver-far.log"
-    near.write_text(
-        "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. A IN\n"
-        "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. A IN NXDOMAIN 0.000000 0 40\n"
-        "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. AAAA IN NXDOMAIN 0.000000 0 40\n"
-        "[1000] unbound[7:0] info: 198.18.0.2 www.a.test. A IN NOERROR 0.000000 0 56\n"
-        "[1000] unbound[7:0] info: 198.18.0.2 example.com. NS IN NXDOMAIN 0.000000 0 40\n"
-        "[1001] unbound[7:0] info: 198.18.0.2 dnsstudy-warm-up.invalid. A IN NXDOMAIN 0.000000 0 40\n"
-        "[1001] unbound[7:0] info: 198.18.0.2 nope.lab.test. A IN NXDOMAIN 0.000000 0 40\n"
-        "[1009] unbound[7:0] info: 198.18.0.2 later.a.test. A IN NXDOMAIN 0.000000 0 40\n"
-    )
-    now = int(time.time())  # an ASCII stamp has no year: this one's
-    stamp = time.strftime("%b %d %H:%M:%S", time.localtime(now))
-    far.write_text(f"{stamp} unbound[8:0] info: 198.18.1.9 Ads.B.test. HTTPS IN NXDOMAIN 0.000000 0 40\n")
-    assert nxdomain_names([near, far, tmp_path / "none.log"], 999.5, 1002.2) == ["gone.a.test"]
-    assert nxdomain_names([far], now - 0.1, now + 0.1) == ["ads.b.test"]
+    near.write_text("[1000] unbound[7:0] info: 198.18.0.2 before.a.test. A IN NXDOMAIN 0.000000 0 40\n")
+    opened = log_sizes([near, far, tmp_path / "none.log"])
+    assert opened[far] == 0 and opened[tmp_path / "none.log"] == 0
+    with near.open("a") as log:
+        log.write(
+            "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. A IN\n"
+            "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. A IN NXDOMAIN 0.000000 0 40\n"
+            "[1000] unbound[7:0] info: 198.18.0.2 gone.a.test. AAAA IN NXDOMAIN 0.000000 0 40\n"
+            "[1000] unbound[7:0] info: 198.18.0.2 www.a.test. A IN NOERROR 0.000000 0 56\n"
+            "[1000] unbound[7:0] info: 198.18.0.2 example.com. NS IN NXDOMAIN 0.000000 0 40\n"
+            "[1001] unbound[7:0] info: 198.18.0.2 dnsstudy-warm-up.invalid. A IN NXDOMAIN 0.000000 0 40\n"
+            "[1001] unbound[7:0] info: 198.18.0.2 nope.lab.test. A IN NXDOMAIN 0.000000 0 40\n"
+            "[1001] unbound[7:0] info: 198.18.0.2 cut.a.test. A IN NXDOMAIN 0.0"
+        )
+    far.write_text("Nov 28 01:47:10 unbound[8:0] info: 198.18.1.9 Ads.B.test. HTTPS IN NXDOMAIN 0.000000 0 40\n")
+    assert nxdomain_names(opened) == ["ads.b.test", "gone.a.test"]
+    assert nxdomain_names(log_sizes([near, far])) == []
 
 
 def test_the_pages_own_urls_follow_its_redirects():

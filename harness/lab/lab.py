@@ -28,7 +28,7 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
 from harness.lab.nginx import nginx_config
 from harness.lab.pageshape import load_page_shape
-from harness.lab.querylog import nxdomain_names
+from harness.lab.querylog import log_sizes, nxdomain_names
 from harness.lab.replayweb import ReplayWeb, events_log
 from harness.lab.servers import DNSPROXY, Endpoint, LabServers
 from harness.lab.state import LabStatus, lab_status, load_daemons, save_state
@@ -55,7 +55,7 @@ from harness.place import (
     ProbePeer,
     Resolver,
 )
-from harness.replay.events import ReplayEvents, read_events
+from harness.replay.events import ReplayEvents, ReplayWindow, read_events
 from harness.sitelist import load_site_list
 
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
@@ -240,14 +240,18 @@ class Lab(Place):
         marker = self.run_dir / ARCHIVE_MARKER
         return Path(marker.read_text().strip()) if marker.exists() else None
 
-    def replay_events(self, since: float, until: float) -> ReplayEvents | None:
-        """The replay server's events between two Unix times, and the names the lab's resolvers answered
-        NXDOMAIN (harness/lab/querylog.py); None: no archive served."""
+    def replay_window(self) -> ReplayWindow | None:
+        """A window on the replay server's events and the resolvers' replies from now; None: no archive served."""
         if self.archive_dir is None:
             return None
-        seen = read_events(events_log(self.run_dir), since, until)
         logs = [self.run_dir / "logs" / f"resolver-{r.name}.log" for r in self.config.settings.resolvers]
-        seen.dns_misses = nxdomain_names(logs, since, until)
+        return ReplayWindow(time.time(), log_sizes(logs))
+
+    def replay_events(self, window: ReplayWindow) -> ReplayEvents:
+        """The replay server's events since ``window`` opened, and the names the lab's resolvers answered
+        NXDOMAIN since (harness/lab/querylog.py)."""
+        seen = read_events(events_log(self.run_dir), window.since, time.time())
+        seen.dns_misses = nxdomain_names(window.log_sizes)
         return seen
 
     def replay_web(self) -> ReplayWeb | None:
@@ -346,7 +350,7 @@ class Lab(Place):
         """Query every resolver over every transport and fetch lab pages, from the client namespace."""
         spec_path = self.run_dir / "checks.json"
         spec_path.write_text(json.dumps(self.check_spec()))
-        started = time.time()
+        window = self.replay_window()
         env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
         proc = subprocess.run(
             netns.command(
@@ -363,11 +367,11 @@ class Lab(Place):
                 f"lab checks crashed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}"
             )
         results = [CheckResult(**r) for r in json.loads(proc.stdout)]
-        return results + self._replay_errors(started, time.time())
+        return results + self._replay_errors(window)
 
-    def _replay_errors(self, since: float, until: float) -> list[CheckResult]:
+    def _replay_errors(self, window: ReplayWindow | None) -> list[CheckResult]:
         """A failed check per answer the replay could not give as recorded while the checks fetched."""
-        seen = self.replay_events(since, until)
+        seen = self.replay_events(window) if window else None
         return [CheckResult(f"replay error: {e['url']}", False, e["reason"], 0.0) for e in seen.errors] if seen else []
 
     # -- down -----------------------------------------------------------

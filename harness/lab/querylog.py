@@ -6,23 +6,24 @@ from its own copy, the far one through the authoritative. A name the page
 asks that the archive does not hold is NXDOMAIN there, whichever browser and
 arm asked, so a visit reads its DNS misses from the replies its resolver
 logged while the page loaded (docs/replay.md). unbound stamps a line to the
-second, so the window is widened to whole seconds; the lab's own names
-(lab.test), the warm-up name (.invalid) and query types no page load asks
-(Firefox's TRR confirmation asks NS) are not misses.
+second only, and the tail of one visit's load often shares a second with
+the start of the next one's, so a window is not a span of time but the
+lines each log gained since it opened (the daemon appends to its log, one
+flushed line a reply, so a log's length orders it exactly). The lab's own
+names (lab.test), the warm-up name (.invalid) and query types no page load
+asks (Firefox's TRR confirmation asks NS) are not misses.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 #: "[1764281234] unbound[12:0] info: 198.18.0.2 a.test. A IN NXDOMAIN 0.000 0 40", or with log-time-ascii
 #: "Nov 27 22:10:11 unbound[12:0] info: ...".
 _REPLY = re.compile(
-    r"^(?:\[(?P<epoch>\d+)\]|(?P<ascii>[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d)) unbound\[[^\]]*\] info: "
+    r"^(?:\[\d+\]|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d) unbound\[[^\]]*\] info: "
     r"\S+ (?P<name>\S+?)\.? (?P<type>\S+) IN (?P<rcode>[A-Z]+) "
 )
 #: What a page load asks: addresses and the HTTPS record (TYPE65 in older unbound).
@@ -31,32 +32,32 @@ PAGE_TYPES = {"A", "AAAA", "HTTPS", "TYPE65"}
 NOT_PAGES = (".lab.test", ".invalid")
 
 
-def nxdomain_names(logs: Iterable[Path], since: float, until: float) -> list[str]:
-    """The names (sorted, each once) answered NXDOMAIN in ``logs`` between two Unix times."""
+def log_sizes(logs: Iterable[Path]) -> dict[Path, int]:
+    """Each log's length in bytes now (0 for one not written yet): where a window opens."""
+    return {log: log.stat().st_size if log.exists() else 0 for log in logs}
+
+
+def nxdomain_names(opened: Mapping[Path, int]) -> list[str]:
+    """The names (sorted, each once) answered NXDOMAIN in each log past its length ``opened`` (`log_sizes`),
+    up to now."""
     names: set[str] = set()
-    first, last = math.floor(since), math.ceil(until)
-    for log in logs:
+    for log, offset in opened.items():
         if log.exists():
-            names |= _nxdomains(log, first, last)
+            names |= _nxdomains(log, offset)
     return sorted(names)
 
 
-def _nxdomains(log: Path, first: int, last: int) -> set[str]:
+def _nxdomains(log: Path, offset: int) -> set[str]:
     found = set()
-    with log.open(errors="replace") as f:
-        for line in f:
-            m = _REPLY.match(line)
+    with log.open("rb") as f:
+        f.seek(offset)
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # a line still being written: past the window
+            m = _REPLY.match(raw.decode(errors="replace"))
             if not m or m["rcode"] != "NXDOMAIN" or m["type"] not in PAGE_TYPES:
                 continue
             name = m["name"].lower()
-            if first <= _when(m) <= last and not ("." + name).endswith(NOT_PAGES):
+            if not ("." + name).endswith(NOT_PAGES):
                 found.add(name)
     return found
-
-
-def _when(m: re.Match[str]) -> int:
-    """The line's Unix second (an ASCII stamp has no year: this year, local time, as unbound wrote it)."""
-    if m["epoch"]:
-        return int(m["epoch"])
-    stamp = time.strptime(f"{time.localtime().tm_year} {m['ascii']}", "%Y %b %d %H:%M:%S")
-    return int(time.mktime(stamp))

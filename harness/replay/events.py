@@ -12,6 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+@dataclass(frozen=True)
+class ReplayWindow:
+    """Where a visit's load began on a replayed web: the Unix time (the replay server stamps its events to the
+    microsecond) and the length of each resolver's reply log (unbound stamps a line to the second only, so
+    which replies came after is read from where each log stood: harness/lab/querylog.py)."""
+
+    since: float
+    log_sizes: dict[Path, int]
+
+
 @dataclass
 class ReplayEvents:
     """The events of one visit's load on a replayed web."""
