@@ -9,16 +9,22 @@ status 200, the recorded query string) from a file, with the recorded headers
 and, unless waits are off, after the recorded server wait (Lua's non-blocking
 sleep, whole milliseconds). Fuzzy matches, misses and every other exchange go
 to harness/lab/replayserver.py over a Unix socket, which logs them. Header
-values and URLs come from recorded network data: they are written quoted and
-escaped, and an exchange whose URL or headers cannot be written safely is
-left to the replay server.
+values and URLs come from recorded network data: URLs are written into the
+map quoted and escaped; bodies go to one file, and headers, content types,
+waits and where each body lies to a table, which harness/lab/replayfront.lua
+reads at start, one location serving every answer (a location per answer
+cost nginx 9 s to start on 30,000: the Lua module's work for each location;
+a file per body 0.3-0.8 ms each on this host's disk). An exchange whose URL
+or headers cannot be written safely is left to the replay server.
 """
 
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from harness.errors import HarnessError
 from harness.replay.archive import Exchange
@@ -35,11 +41,16 @@ MAP_BUCKET = 4096
 MAX_KEY = MAP_BUCKET - 96
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_LUA_PLAIN = frozenset(string.ascii_letters + string.digits + "/._-")
 _HOSTNAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
 #: What the replay server answers for a request that failed in the original: nginx then closes without one.
 FAILED_STATUS = 599
 #: Headers nginx writes itself for a file; the recorded ones replace them.
 NGINX_OWN = "Server Last-Modified Accept-Ranges Date"
+#: The Lua module that sets each answer's wait and headers from the table `write_answers` writes.
+LUA_MODULE = Path(__file__).with_name("replayfront.lua")
+#: The table's field separator (no value `_servable` accepts holds a control character).
+SEP = "\x1f"
 
 
 @dataclass(frozen=True)
@@ -51,22 +62,58 @@ class FileAnswer:
     content_type: str
     headers: list[tuple[str, str]]
     wait_ms: int
+    offset: int  # where its body begins in the bodies file
+    length: int
 
 
-def quote(value: str, variables: bool = False) -> str:
-    """``value`` as one double-quoted nginx string, backslashes and quotes escaped. Where nginx would read
-    variables in it (``variables``: add_header's value), ``$`` is written as the ``$dollar`` variable."""
+def quote(value: str) -> str:
+    """``value`` as one double-quoted nginx string, backslashes and quotes escaped (a map's key or value reads
+    no variables)."""
     if _CONTROL.search(value):
         raise ValueError(f"control character in {value[:60]!r}")
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + (escaped.replace("$", "${dollar}") if variables else escaped) + '"'
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def file_answers(index: ExchangeIndex, address_of: dict[str, str], objects: Path, wait: bool) -> list[FileAnswer]:
-    """The exchanges nginx can answer exactly, each body written to ``objects``/NUMBER.
+def lua_string(value: str) -> str:
+    """``value`` as a Lua string literal: every byte but letters, digits and ``/._-`` as a decimal escape."""
+    return '"' + "".join(chr(b) if chr(b) in _LUA_PLAIN else f"\\{b:03d}" for b in value.encode()) + '"'
+
+
+def answers_path(run: Path) -> Path:
+    """Where `write_answers` writes the table of a run directory."""
+    return run / "replay-answers"
+
+
+def bodies_path(run: Path) -> Path:
+    """Where `file_answers` writes the bodies of a run directory."""
+    return run / "replay-bodies"
+
+
+def write_answers(run: Path, answers: list[FileAnswer]) -> Path:
+    """The table replayfront.lua reads: a line per answer (number, wait, the body's offset and length, content
+    type, headers), fields split by the unit separator."""
+    lines = [
+        SEP.join(
+            [str(a.number), str(a.wait_ms), str(a.offset), str(a.length), a.content_type]
+            + [x for kv in a.headers for x in kv]
+        )
+        for a in answers
+    ]
+    path = answers_path(run)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def file_answers(index: ExchangeIndex, address_of: dict[str, str], run: Path, wait: bool) -> list[FileAnswer]:
+    """The exchanges nginx can answer exactly, their bodies written one after another to `bodies_path`.
 
     The first exchange per (host, method, path, query) answers, as in ExchangeIndex.match.
     """
+    with bodies_path(run).open("wb") as bodies:
+        return _file_answers(index, address_of, bodies, wait)
+
+
+def _file_answers(index: ExchangeIndex, address_of: dict[str, str], bodies: BinaryIO, wait: bool) -> list[FileAnswer]:
     answers: list[FileAnswer] = []
     seen: set[str] = set()
     for (host, method, path), candidates in index.by_key.items():
@@ -79,11 +126,12 @@ def file_answers(index: ExchangeIndex, address_of: dict[str, str], objects: Path
             if not _servable(e, host, method, key, address_of):
                 continue  # the first is the replay server's, and so are its duplicates
             headers = response_headers(e)
-            number = len(answers) + 1
-            (objects / str(number)).write_bytes(body_for(e, site))
+            body = body_for(e, site)
             content_type = next((v for k, v in headers if k == "content-type"), "")
             rest = [(k, v) for k, v in headers if k != "content-type"]
-            answers.append(FileAnswer(number, key, content_type, rest, round(e.wait_ms) if wait else 0))
+            wait_ms = round(e.wait_ms) if wait else 0
+            answers.append(FileAnswer(len(answers) + 1, key, content_type, rest, wait_ms, bodies.tell(), len(body)))
+            bodies.write(body)
     return answers
 
 
@@ -103,9 +151,7 @@ def require_modules() -> None:
         raise HarnessError(f"replay web: {', '.join(missing)} missing (bash scripts/setup.sh packages installs them)")
 
 
-def front_config(
-    run: Path, listen: list[dict], answers: list[FileAnswer], socket: Path, objects: Path, workers: int
-) -> str:
+def front_config(run: Path, listen: list[dict], answers: list[FileAnswer], socket: Path, workers: int) -> str:
     """The nginx configuration: per address one server per certificate (HTTP/2 if the address offers it), the
     map of exact answers, their locations, and the replay server as the fallback."""
     tmp = run / "replay-nginx-tmp"
@@ -122,9 +168,11 @@ def front_config(
         f"  access_log {run}/logs/replay-nginx-access.log replay buffer=64k flush=1s;",
         *(f"  {kind}_temp_path {tmp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")),
         "  sendfile on; server_tokens off; etag off; if_modified_since off; max_ranges 0;",
-        '  lua_package_path "/usr/share/lua/5.1/?.lua;;";',
+        f'  lua_package_path "/usr/share/lua/5.1/?.lua;{LUA_MODULE.parent}/?.lua;;";',
+        "  lua_transform_underscores_in_response_headers off;",  # a recorded name as recorded
+        f"  init_by_lua_block {{ require('replayfront').load({lua_string(str(answers_path(run)))}, "
+        f"{lua_string(str(bodies_path(run)))}) }}",
         f"  map_hash_bucket_size {MAP_BUCKET}; map_hash_max_size {max(2048, 2 * len(answers))};",
-        '  geo $dollar { default "$"; }',  # a literal $ inside quoted recorded values
         '  map "$scheme $server_addr $host $request_method $request_uri" $replay_object {',
         '    default "";',
         *(f"    {quote(a.key)} {a.number};" for a in answers),
@@ -135,12 +183,12 @@ def front_config(
     for a in answers:
         by_address.setdefault(a.key.split(" ")[1], []).append(a)
     for spec in listen:
-        out += _servers(spec, by_address.get(spec["address"], []), objects)
+        out += _servers(spec, by_address.get(spec["address"], []))
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-def _servers(spec: dict, answers: list[FileAnswer], objects: Path) -> list[str]:
+def _servers(spec: dict, answers: list[FileAnswer]) -> list[str]:
     """One address: a server per certificate (chosen by SNI, the first the default), each with the exact answers
     of its hostnames (the default also those of hostnames no server names); the rest to the replay server."""
     servers = spec["servers"]
@@ -148,11 +196,11 @@ def _servers(spec: dict, answers: list[FileAnswer], objects: Path) -> list[str]:
     blocks = []
     for i, server in enumerate(servers):
         mine = [a for a in answers if named.get(a.key.split(" ")[2], 0) == i]
-        blocks.append(_server(spec, server, sorted(h for h, j in named.items() if j == i), i == 0, mine, objects))
+        blocks.append(_server(spec, server, sorted(h for h, j in named.items() if j == i), i == 0, mine))
     return blocks
 
 
-def _server(spec: dict, server: dict, names: list[str], default: bool, answers: list[FileAnswer], objects: Path) -> str:
+def _server(spec: dict, server: dict, names: list[str], default: bool, answers: list[FileAnswer]) -> str:
     """One certificate's server: TLS, its hostnames' exact answers, the rest to the replay server."""
     http2 = " http2" if "h2" in spec["alpn"] else ""
     default_server = " default_server" if default else ""
@@ -178,17 +226,13 @@ def _server(spec: dict, server: dict, names: list[str], default: bool, answers: 
         "    }",
         "    location @failed { return 444; }",
     ]
-    lines += [_location(a, objects) for a in answers]
+    if answers:  # every exact answer's file, its wait and headers from the table (replayfront.lua)
+        lines += [
+            '    location ^~ /.replay/ { internal; default_type "";',
+            "      content_by_lua_block { require('replayfront').serve() }",
+            f"      more_clear_headers {NGINX_OWN};",
+            "      header_filter_by_lua_block { require('replayfront').headers() }",
+            "    }",
+        ]
     lines.append("  }")
     return "\n".join(lines)
-
-
-def _location(a: FileAnswer, objects: Path) -> str:
-    """The internal location of one exact answer: its content type, its recorded headers, its wait, its file."""
-    parts = [f"location = /.replay/{a.number} {{ internal; types {{ }} default_type {quote(a.content_type)};"]
-    if a.wait_ms > 0:
-        parts.append(f"access_by_lua_block {{ ngx.sleep({a.wait_ms / 1000:.3f}) }}")
-    parts.append(f"more_clear_headers {NGINX_OWN};")
-    parts += [f"add_header {quote(k)} {quote(v, variables=True)} always;" for k, v in a.headers]
-    parts.append(f"alias {objects / str(a.number)}; }}")
-    return "    " + " ".join(parts)

@@ -17,7 +17,6 @@ nginx answers exact matches from files, the replay server the rest
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from harness.daemons import Daemon
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import LabConfig
 from harness.lab.nginx import WORKER_PROCESSES
-from harness.lab.replayfront import file_answers, front_config, require_modules
+from harness.lab.replayfront import file_answers, front_config, require_modules, write_answers
 from harness.paths import PROJECT_ROOT
 from harness.replay.archive import Archive, SiteRecord
 from harness.replay.matching import ExchangeIndex, body_for
@@ -147,14 +146,12 @@ class ReplayWeb:
             alpn = ["h2", "http/1.1"] if address in self.http2_at else ["http/1.1"]
             ports = {"tls": address in self.tls_at, "plain": address in self.plain_at}
             listen.append({"address": address, "alpn": alpn, "servers": servers} | ports)
-        objects = run / "replay-objects"
-        shutil.rmtree(objects, ignore_errors=True)
-        objects.mkdir()
         (run / "replay-nginx-tmp").mkdir(exist_ok=True)
         address_of = {name: address for address, names in self.hosts_at.items() for name in names}
-        answers = file_answers(ExchangeIndex(self.loaded), address_of, objects, wait)
+        answers = file_answers(ExchangeIndex(self.loaded), address_of, run, wait)
         socket = replay_socket(run)
-        front = front_config(run, listen, answers, socket, objects, WORKER_PROCESSES)
+        write_answers(run, answers)
+        front = front_config(run, listen, answers, socket, WORKER_PROCESSES)
         (run / "replay-nginx.conf").write_text(front)
         config = {
             "archive": str(self.archive_dir),
