@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.errors import HarnessError
+from harness.lab import replayfront
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import load_lab_config
 from harness.lab.replayfront import file_answers, front_config, lua_string, quote, write_answers
@@ -525,3 +526,13 @@ def test_store_writes_a_visits_replay_counts(tmp_path):
     assert "replayed web: 1 visits, 5 misses, 2 DNS misses (names not in the archive), 1 answers not given" in (
         shown.output
     )
+
+
+def test_bodies_past_what_nginx_holds_are_the_replay_servers(tmp_path, monkeypatch):
+    """nginx holds the front's bodies in memory: those that would pass `MAX_BODIES` are left to the server."""
+    address_of = {"www.a.test": "192.0.2.9", "img.cdn.test": "192.0.2.9"}
+    every = file_answers(ExchangeIndex([_front_record()]), address_of, tmp_path, wait=True)
+    monkeypatch.setattr(replayfront, "MAX_BODIES", 120)
+    held = file_answers(ExchangeIndex([_front_record()]), address_of, tmp_path, wait=True)
+    assert {a.key for a in held} < {a.key for a in every} and held
+    assert sum(a.length for a in held) == (tmp_path / "replay-bodies").stat().st_size <= 120

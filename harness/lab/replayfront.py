@@ -49,6 +49,8 @@ FAILED_STATUS = 599
 NGINX_OWN = "Server Last-Modified Accept-Ranges Date"
 #: The Lua module that sets each answer's wait and headers from the table `write_answers` writes.
 LUA_MODULE = Path(__file__).with_name("replayfront.lua")
+#: The bodies nginx holds in memory (all its workers share one copy); what is past it the replay server answers.
+MAX_BODIES = 1 << 30
 #: The table's field separator (no value `_servable` accepts holds a control character).
 SEP = "\x1f"
 
@@ -127,6 +129,8 @@ def _file_answers(index: ExchangeIndex, address_of: dict[str, str], bodies: Bina
                 continue  # the first is the replay server's, and so are its duplicates
             headers = response_headers(e)
             body = body_for(e, site)
+            if bodies.tell() + len(body) > MAX_BODIES:
+                continue  # past what nginx holds in memory: the replay server's, like its duplicates
             content_type = next((v for k, v in headers if k == "content-type"), "")
             rest = [(k, v) for k, v in headers if k != "content-type"]
             wait_ms = round(e.wait_ms) if wait else 0
