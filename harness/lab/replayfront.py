@@ -1,11 +1,11 @@
-"""The replay web's nginx: exact recorded answers from files, everything else passed to the replay server.
+"""The replay web's nginx: exact recorded answers from memory, everything else passed to the replay server.
 
 A page's requests come in bursts, and the Python replay server spent about a
 millisecond of CPU on each (TLS, HPACK) on the cores the browser needs, so a
 replayed page loaded 2-11 % slower than the original (docs/replay.md). Here
 nginx, as in the original lab, terminates TLS and HTTP/2 on every replay
 address and answers each request that has an exact recorded answer (GET,
-status 200, the recorded query string) from a file, with the recorded headers
+status 200, the recorded query string) from memory, with the recorded headers
 and, unless waits are off, after the recorded server wait (Lua's non-blocking
 sleep, whole milliseconds). Fuzzy matches, misses and every other exchange go
 to harness/lab/replayserver.py over a Unix socket, which logs them. Header
@@ -47,7 +47,7 @@ _HOSTNAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
 FAILED_STATUS = 599
 #: Headers nginx writes itself for a file; the recorded ones replace them.
 NGINX_OWN = "Server Last-Modified Accept-Ranges Date"
-#: The Lua module that sets each answer's wait and headers from the table `write_answers` writes.
+#: The Lua module that serves each answer (wait, headers, body) from the table `write_answers` writes.
 LUA_MODULE = Path(__file__).with_name("replayfront.lua")
 #: The bodies nginx holds in memory (all its workers share one copy); what is past it the replay server answers.
 MAX_BODIES = 1 << 30
@@ -57,7 +57,7 @@ SEP = "\x1f"
 
 @dataclass(frozen=True)
 class FileAnswer:
-    """One exact answer nginx serves from a file."""
+    """One exact answer nginx serves itself (its body a slice of the bodies file, held in memory)."""
 
     number: int
     key: str  # "scheme address host GET /path?query", the map's key
@@ -157,7 +157,8 @@ def require_modules() -> None:
 
 def front_config(run: Path, listen: list[dict], answers: list[FileAnswer], socket: Path, workers: int) -> str:
     """The nginx configuration: per address one server per certificate (HTTP/2 if the address offers it), the
-    map of exact answers, their locations, and the replay server as the fallback."""
+    map of exact answers, one location serving them all (replayfront.lua), and the replay server as the
+    fallback."""
     tmp = run / "replay-nginx-tmp"
     out = [f"load_module {m};" for m in MODULES] + [
         "user www-data;",
@@ -171,7 +172,7 @@ def front_config(run: Path, listen: list[dict], answers: list[FileAnswer], socke
         "$body_bytes_sent $request_time $connection file=$replay_object';",
         f"  access_log {run}/logs/replay-nginx-access.log replay buffer=64k flush=1s;",
         *(f"  {kind}_temp_path {tmp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")),
-        "  sendfile on; server_tokens off; etag off; if_modified_since off; max_ranges 0;",
+        "  server_tokens off; etag off; if_modified_since off; max_ranges 0;",
         f'  lua_package_path "/usr/share/lua/5.1/?.lua;{LUA_MODULE.parent}/?.lua;;";',
         "  lua_transform_underscores_in_response_headers off;",  # a recorded name as recorded
         f"  init_by_lua_block {{ require('replayfront').load({lua_string(str(answers_path(run)))}, "
