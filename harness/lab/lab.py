@@ -61,6 +61,10 @@ from harness.sitelist import load_site_list
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
 OUTSIDE_NAME = "this-name-is-not-in-the-lab.net"
 ARCHIVE_MARKER = "web-archive"  # in the run directory: the archive `lab up --web` was given
+#: Seconds the daemons get to listen. The wait ends as soon as all listen or one dies, so a long one costs
+#: nothing when the lab is healthy; nginx took 23 s on a 2-core host at load 10-13, and a compose worker
+#: with 10 s failed three lab starts in a row there (2026-11-28) and was restarted each time.
+UP_WAIT = 60.0
 
 
 class Lab(Place):
@@ -187,7 +191,7 @@ class Lab(Place):
 
     # -- up -------------------------------------------------------------
 
-    def up(self, wait: float = 10.0) -> bool:
+    def up(self, wait: float = UP_WAIT) -> bool:
         """Bring the lab up. Returns False if it was already up (a no-op)."""
         require_root("lab up")
         for program, package in PROGRAMS.items():
@@ -287,7 +291,7 @@ class Lab(Place):
         save_state(self.state_file, self.config, daemons)
         self._wait_for(daemons, endpoints, wait)
 
-    def restart(self, names: set[str], wait: float = 10.0) -> None:
+    def restart(self, names: set[str], wait: float = UP_WAIT) -> None:
         """Restart the named daemons (a lab fault changed their certificate) and wait for their TCP ports."""
         daemons = load_daemons(self.state_file)
         chosen = [d for d in daemons if d.name in names]
