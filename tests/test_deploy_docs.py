@@ -23,24 +23,19 @@ from tests.conftest import ROOT
 PAGES = [ROOT / "docs" / "deploy.md", ROOT / "docs" / "distributed.md"]
 COMPOSE_TEST = "tests/test_compose.py::test_compose_runs_a_small_lab_study_to_its_end_under_podman"
 ONE_HOST_TEST = "tests/test_distributed.py::test_the_one_host_block_of_distributed_md_runs_as_written"
-UNTESTED = (
-    "not here: not yet run by a test: the compose and image tests that ran it failed at the merge of 2026-11-28"
-    " (issue 45 open)"
-)
+FIREFOX_IMAGE_TEST = "tests/test_image.py::test_the_firefox_image_visits_with_firefox_and_names_chromium_missing"
 NO_DOCKER = "not here: no Docker engine on this project's machines (podman only); the podman line beside it runs"
 #: (pattern matched at the start of a command line, the test that runs it or why it cannot run here)
 CATALOGUE: list[tuple[str, str]] = [
     (r"bash docker/build\.sh$", COMPOSE_TEST + " (the session's image fixture, tests/test_image.py)"),
-    (r"bash docker/build\.sh --browsers firefox$", UNTESTED),
+    (r"bash docker/build\.sh --browsers firefox$", FIREFOX_IMAGE_TEST + " (its fixture)"),
     (r"docker build ", NO_DOCKER),
     (r"docker compose ", NO_DOCKER),
     (r"bash docker/host-modules\.sh", "tests/test_deploy_docs.py::test_host_modules_runs_here"),
     (r"cd docker$", COMPOSE_TEST + " (every podman-compose.sh command runs in docker/)"),
-    (r"bash podman-compose\.sh (up -d|down)", COMPOSE_TEST),
-    (r"bash podman-compose\.sh (ps|logs coordinator)", UNTESTED),
-    (r"bash podman-compose\.sh stop", UNTESTED),
-    (r"CONTAINERS_CONF=containers\.conf podman run --rm .* export ", UNTESTED),
-    (r"podman (cp|exec) ", UNTESTED),
+    (r"bash podman-compose\.sh (up -d|ps|logs coordinator|stop|down)", COMPOSE_TEST),
+    (r"CONTAINERS_CONF=containers\.conf podman run --rm .* export ", COMPOSE_TEST),
+    (r"(CONTAINERS_CONF=containers\.conf )?podman (cp|exec|volume export) ", COMPOSE_TEST),
     (r"git pull && bash build\.sh", "not here: a pull needs the project's remote; build.sh as in the lines above"),
     (r"source \.venv/bin/activate$", ONE_HOST_TEST),
     (r"dnsstudy (lab up|broker up|worker|coordinate|broker down|lab down)", ONE_HOST_TEST),
