@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness.errors import HarnessError
+from harness.lab.nginx import SSL_PROTOCOLS
 from harness.replay.archive import Exchange
 from harness.replay.matching import ExchangeIndex, body_for, response_headers
 
@@ -172,6 +173,8 @@ def front_config(run: Path, listen: list[dict], answers: list[FileAnswer], socke
         "$body_bytes_sent $request_time $connection file=$replay_object';",
         f"  access_log {run}/logs/replay-nginx-access.log replay buffer=64k flush=1s;",
         *(f"  {kind}_temp_path {tmp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")),
+        # The TLS versions the original lab's nginx offers (nginx 1.22's default has no TLSv1.3).
+        f"  ssl_protocols {SSL_PROTOCOLS};",
         "  server_tokens off; etag off; if_modified_since off; max_ranges 0;",
         f'  lua_package_path "/usr/share/lua/5.1/?.lua;{LUA_MODULE.parent}/?.lua;;";',
         "  lua_transform_underscores_in_response_headers off;",  # a recorded name as recorded
