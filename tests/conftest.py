@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab.config import LabConfig, load_lab_config
+from harness.lab.lab import UP_WAIT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,8 +28,8 @@ TEST_PREFIX = os.environ.get("DNSSTUDY_TEST_PREFIX", "dstest")
 #: /23s for test labs: the first is the session lab's, the rest go to private labs in turn.
 TEST_POOL = ipaddress.ip_network(os.environ.get("DNSSTUDY_TEST_POOL", "198.18.32.0/19"))
 TEST_SUBNET = str(next(TEST_POOL.subnets(new_prefix=23)))
-#: How long a test lab may take to listen: nginx took 23 s on a 2-core machine shared with other jobs (load 10-13).
-LAB_UP_WAIT = 60.0
+#: How long a test lab may take to listen: the lab's own wait (nginx took 23 s on a loaded 2-core machine).
+LAB_UP_WAIT = UP_WAIT
 
 
 class LabAddresses:
