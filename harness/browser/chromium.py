@@ -1,4 +1,5 @@
-"""Chromium through chromedriver: a fresh browser, on a fresh user-data directory, for every visit.
+"""Chromium through chromedriver: a fresh browser, on a fresh user-data directory, for every visit, or one for
+many visits (`browser_session = "reused"`, harness/browser/chromium_reused.py).
 
 Its DNS: the study's settings (profiles/chromium/, harness/browser/chromium_settings.py) and the
 arm's `BrowserDns` (secure DNS "secure" for DoH, "off" otherwise: the built-in resolver on the client
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import netns
-from harness.browser.base import Browser, PageLoad, register_browser, start_failure
+from harness.browser.base import Browser, PageLoad, SessionPolicy, register_browser, start_failure
+from harness.browser.chromium_reused import ReusedChromiumSession, describe_launch, launch_settings
 from harness.browser.chromium_session import CHROMEDRIVER, CHROMIUM, ChromiumSession
 from harness.browser.chromium_settings import CHROMIUM_DNS_CURRENT, arm_switches, load_chromium_dns, local_state
+from harness.browser.reused import restart_reason
 from harness.errors import HarnessError, require_program
 from harness.place import ClientSide
 
@@ -43,7 +46,8 @@ def program_version(program: str) -> str:
 
 @register_browser("chromium")
 class Chromium(Browser):
-    """Chromium, started afresh for each visit and killed after it."""
+    """Chromium, started afresh for each visit and killed after it, or (a reused session) started once and given
+    a new user context for each visit, replaced when a visit's arm needs other DNS launch settings."""
 
     product = "Chromium"
     default_browser_dns = CHROMIUM_DNS_CURRENT
@@ -51,14 +55,20 @@ class Chromium(Browser):
     # Asked by Chromium 156 on every start with the QUIET switches (seen in a replay lab: sign-in, extension and
     # component updates), whatever the page
     own_names = frozenset({"accounts.google.com", "clients2.google.com", "update.googleapis.com"})
+    reusable = True
 
     def __init__(
-        self, client: ClientSide, timeout: float = 30.0, margin: float = 10.0, browser_dns: str | Path | None = None
+        self,
+        client: ClientSide,
+        timeout: float = 30.0,
+        margin: float = 10.0,
+        browser_dns: str | Path | None = None,
+        session: SessionPolicy | None = None,
     ):
         for program, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
             if not Path(program).exists():
                 raise HarnessError(f"{program} is missing: install {package} (scripts/setup.sh)")
-        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
+        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session)
         self.settings = load_chromium_dns(self.browser_dns)
         self.dns_settings = self.settings.as_dict()
         self.version = program_version(CHROMIUM)
@@ -68,6 +78,7 @@ class Chromium(Browser):
         self.work_root.mkdir(exist_ok=True)
         self.nssdb = ensure_nssdb(client.run_dir, self.trusted_ca)
         self._session: ChromiumSession | None = None
+        self._reused: ReusedChromiumSession | None = None
 
     def unexpected_version(self) -> str | None:
         if self.version.startswith(self.settings.version):
@@ -78,20 +89,45 @@ class Chromium(Browser):
         )
 
     def start(self, arm: DnsArm) -> None:
-        dns = arm.browser_dns()
-        self._session = ChromiumSession(
-            self.account,
-            self.nssdb,
-            self.client.namespace,
-            self.work_root,
-            switches=QUIET + self.settings.switches() + arm_switches(dns),
-            local_state=local_state(dns),
-            preferences=self.settings.preferences(),
-            read_settings={s.name: s.kind for s in self.settings.setting},
-            timeout=self.timeout,
-            margin=self.margin,
-        )
+        """A new browser with the arm's DNS settings, its watchdog running; or, reused, the running one (a new one
+        when `restart_reason` says so, or when the arm needs other DNS launch settings) with a new user context."""
+        if self.session.reused:
+            self._start_reused(arm)
+            return
+        self.session_ordinal = 1
+        self._session = ChromiumSession(*self._session_args(), **self._session_kwargs(arm))
         self._session.start()
+
+    def _session_args(self) -> tuple:
+        return (self.account, self.nssdb, self.client.namespace, self.work_root)
+
+    def _session_kwargs(self, arm: DnsArm) -> dict:
+        dns = arm.browser_dns()
+        return {
+            "switches": QUIET + self.settings.switches() + arm_switches(dns),
+            "local_state": local_state(dns),
+            "preferences": self.settings.preferences(),
+            "read_settings": {s.name: s.kind for s in self.settings.setting},
+            "timeout": self.timeout,
+            "margin": self.margin,
+        }
+
+    def _start_reused(self, arm: DnsArm) -> None:
+        kwargs = self._session_kwargs(arm)
+        launch = launch_settings(kwargs["switches"], kwargs["local_state"])
+        reason = restart_reason(self._reused, self.session)
+        if reason is None and self._reused is not None and self._reused.launch != launch:
+            reason = f"{describe_launch(self._reused.local_state)} to {describe_launch(kwargs['local_state'])}"
+        if self._reused is None or reason is not None:
+            self.close()
+            self._reused = ReusedChromiumSession(*self._session_args(), **kwargs)
+            self._reused.start()
+            self.warmup = self._reused.warmup.to_dict() if self._reused.warmup else None
+            self.session_ordinal = 0
+        self.restart_reason = reason
+        self.session_ordinal += 1
+        self._reused.begin_visit({"launch": launch})
+        self._session = self._reused
 
     def load(self, url: str) -> PageLoad:
         if self._session is None:
@@ -99,13 +135,25 @@ class Chromium(Browser):
         return self._session.load(url)
 
     def stop(self) -> None:
-        if self._session is not None:
+        if self._session is self._reused and self._reused is not None:
+            self._reused.end_visit()
+        elif self._session is not None:
             self._session.stop()
-            self._session = None
+        self._session = None
 
     def start_failure(self) -> str | None:
         """Why the last start failed for the harness's own reasons (`harness.browser.base.start_failure`)."""
         return start_failure(self._session.report) if self._session is not None else None
+
+    def close(self) -> None:
+        """End the reused browser, if one runs."""
+        if self._reused is not None:
+            self._reused.stop()
+            self._reused = None
+
+    def warm_resolver(self, name: str) -> str | None:
+        """Resolve ``name`` in the running browser, in the visit's tab (see `Browser.warm_resolver`)."""
+        return self._session.resolve(name) if self._session is not None else "the browser is not running"
 
 
 def _require_sandbox(argv: list[str], namespace: str | None) -> None:

@@ -58,19 +58,29 @@ class NetLogDns:
         }
 
 
-def read_netlog(path: Path) -> NetLogDns | None:
-    """The DNS facts of the net log at ``path``; None if there is none (the browser never started)."""
+def read_netlog(path: Path, since: int = 0, config: dict | None = None) -> NetLogDns | None:
+    """The DNS facts of the net log at ``path``; None if there is none (the browser never started).
+
+    A browser that serves many visits reads each visit's part: its events from byte ``since`` on (the log's size
+    when the visit began; a line cut there belongs to the visit before), and the resolver's ``config`` as the
+    last part left it, since the log says it only when it changes."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return None
+    if since:
+        head = text.find("\n", text.find('"events"'))  # the constants, then the events array's first line
+        rest = text[since:]
+        if text[since - 1 : since] != "\n":
+            rest = rest[rest.find("\n") + 1 :] if "\n" in rest else ""
+        text = text[: head + 1] + rest if 0 <= head < since else text
     data = _parse(text)
     if data is None:
         return None
     constants = data.get("constants", {})
     names = {v: k for k, v in constants.get("logEventTypes", {}).items()}
     errors = {v: k for k, v in constants.get("netError", {}).items()}
-    found = NetLogDns(command_line=constants.get("clientInfo", {}).get("command_line", ""))
+    found = NetLogDns(command_line=constants.get("clientInfo", {}).get("command_line", ""), config=config or {})
     doh_sources: set[int] = set()
     for event in data.get("events", []):
         _take(found, names.get(event.get("type"), ""), event, doh_sources, errors)

@@ -22,13 +22,19 @@ from selenium.webdriver.chrome.options import Options
 from harness import netns
 from harness.arms.doh import DOH_CERTIFICATE_FAILED
 from harness.browser.bidi import BidiEventLog
-from harness.browser.chromium_netlog import read_netlog
+from harness.browser.chromium_netlog import NetLogDns, read_netlog
 from harness.browser.webdriver_session import NO_NETWORK_EVENTS, WebDriverSession, first_line
 
 CHROMIUM = "/usr/lib/chromium/chromium"  # the binary itself: /usr/bin/chromium is a wrapper adding flags
 CHROMEDRIVER = "/usr/bin/chromedriver"
 #: What Chromium prints when neither the setuid nor the namespace sandbox can start (sandbox/linux/...).
 NO_SANDBOX = "No usable sandbox"
+#: Asynchronous page script: fetch arguments[0] without CORS and say how it ended ("answered", or the error's
+#: message). A name that does not exist ends in a TypeError once it is looked up: that lookup is the point.
+_RESOLVE = """const [url, done] = arguments;
+fetch(url, {mode: "no-cors", cache: "no-store"}).then(() => done("answered"), e => done(String(e)));"""
+#: How a lookup's fetch may end: answered, or failed (Chromium says only "Failed to fetch", whatever failed).
+_RESOLVED = ("answered", "TypeError: Failed to fetch")
 
 
 class ChromiumSession(WebDriverSession):
@@ -129,20 +135,39 @@ class ChromiumSession(WebDriverSession):
 
     def _read_netlog(self, driver: webdriver.Remote) -> None:
         """Quit the browser cleanly (it closes its net log), then read the DNS facts and settings from it."""
-        report = self.report
         sandbox = self._sandbox()  # while the browser still runs
-        if report.driver_failure is None:
+        if self.report.driver_failure is None:
             try:
                 driver.quit()
             except Exception:  # the log's complete lines are read all the same
                 pass
-        found = read_netlog(self._netlog)
+        self._report_netlog(read_netlog(self._netlog), sandbox)
+
+    def _report_netlog(self, found: NetLogDns | None, sandbox: str) -> None:
+        """The net log's DNS facts, the settings read back and the sandbox into the visit's report."""
         if found is None:
             return
         written = self._preferences_written()
+        report = self.report
         report.prefs = {**found.settings(self.read_settings), **written, "dns": found.summary(), "sandbox": sandbox}
         if found.doh_cert_errors:
             report.trr_failure = DOH_CERTIFICATE_FAILED
+
+    def resolve(self, name: str) -> str | None:
+        """Resolve ``name`` through the running browser's resolver, from the current tab (a fetch that fails once
+        the name is looked up: its secure DNS, or its built-in resolver and so the arm's stub), so that the
+        connection to the resolver is open before the navigation (a warm connection); the error, or None. The
+        fetch's own events are no visit's: they are dropped."""
+        if self._driver is None or self._events is None or self.report.driver_failure is not None:
+            return "the browser is not running"
+        try:
+            with netns.entered(self.namespace):
+                said = self._driver.execute_async_script(_RESOLVE, f"https://{name}/")
+        except Exception as exc:
+            return f"{type(exc).__name__}: {first_line(exc)}"
+        self._events.settle()
+        self._events.take()
+        return None if said in _RESOLVED else f"the lookup said {said}"
 
     def _preferences_written(self) -> dict[str, object]:
         """The study's profile preferences as the browser wrote them back to Default/Preferences at its quit."""

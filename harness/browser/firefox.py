@@ -17,6 +17,7 @@ from harness.browser.base import Browser, PageLoad, SessionPolicy, register_brow
 from harness.browser.firefox_dns import firefox_prefs
 from harness.browser.firefox_reused import ReusedFirefoxSession
 from harness.browser.prefs import DNS_CURRENT, load_prefs
+from harness.browser.reused import restart_reason
 from harness.browser.session import GECKODRIVER, FirefoxSession
 from harness.browser.template import ensure_template, firefox_version
 from harness.errors import HarnessError
@@ -68,7 +69,7 @@ class Firefox(Browser):
 
     def start(self, arm: DnsArm) -> None:
         """A new session on a copy of the template with the arm's preferences, its watchdog running; or, reused,
-        the running session (a new one when `_restart_reason` says so) cleared and given the arm's preferences."""
+        the running session (a new one when `restart_reason` says so) cleared and given the arm's preferences."""
         if self.session.reused:
             self._start_reused(arm)
             return
@@ -86,7 +87,7 @@ class Firefox(Browser):
         self._session.start()
 
     def _start_reused(self, arm: DnsArm) -> None:
-        reason = self._restart_reason()
+        reason = restart_reason(self._reused, self.session)
         if self._reused is None or reason is not None:
             self.close()
             self._reused = ReusedFirefoxSession(
@@ -105,19 +106,6 @@ class Firefox(Browser):
         self.session_ordinal += 1
         self._reused.begin_visit(firefox_prefs(arm.browser_dns(), self.client.browser_trusts_ca))
         self._session = self._reused
-
-    def _restart_reason(self) -> str | None:
-        """Why the reused browser must be replaced before the next visit, or None (also when there is none)."""
-        browser, policy = self._reused, self.session
-        if browser is None:
-            return None
-        if not browser.alive:
-            return "watchdog" if browser.report.watchdog_fired else "not answering"
-        if policy.restart_after and browser.visits >= policy.restart_after:
-            return f"after {browser.visits} visits"
-        if policy.memory_limit_mb and (used := browser.memory_mb()) > policy.memory_limit_mb:
-            return f"memory {used:.0f} MiB over {policy.memory_limit_mb}"
-        return None
 
     def load(self, url: str) -> PageLoad:
         if self._session is None:

@@ -7,7 +7,7 @@ before's DNS queries to end, starts the visit's watchdog, lets the browser clear
 take the arm's settings (`_clear_for_visit`, the browser's own), and opens a new tab in a new user context
 (WebDriver BiDi `browser.createUserContext`), so that even what clearing missed is out of the next visit's
 reach; after the visit the tab and user context are removed. The watchdog runs per visit; when it fires the
-browser is killed and the next visit gets a new one (the browser's `_restart_reason`).
+browser is killed and the next visit gets a new one (`restart_reason`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from abc import abstractmethod
 from pathlib import Path
 
 from harness import netns
-from harness.browser.base import PageLoad
+from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.bidi import BidiEventLog
 from harness.browser.warmup import PAGE, BrowserWarmup, WarmupServer, warm_up
 from harness.browser.webdriver_session import WebDriverSession, first_line
@@ -46,6 +46,9 @@ class ReusedSession(WebDriverSession):
         self._user_context: str | None = None
         self._browser_pid: int | None = None  # the browser's main process (its driver's child)
         self.warmup: BrowserWarmup | None = None  # the warm-up page's load at the start, if there was one
+        # The warm-up's server, if the browser made it before its start (Chromium: its CA must be in the NSS
+        # database before the browser opens it); otherwise `_warm_up` makes one once the browser runs.
+        self._warmup_server: WarmupServer | None = None
 
     @abstractmethod
     def _clear_for_visit(self, settings: dict) -> None:
@@ -76,7 +79,7 @@ class ReusedSession(WebDriverSession):
         assert self._driver is not None and self._events is not None and self._work is not None  # started
         t = time.monotonic()
         try:
-            server = WarmupServer(self.namespace, self.account, self._work)
+            server = self._warmup_server or WarmupServer(self.namespace, self.account, self._work)
             self._trust_warmup_certificate(server)
             with server:
                 self.warmup = warm_up(self._events, server)
@@ -194,6 +197,20 @@ class ReusedSession(WebDriverSession):
     def _take_events(self, events: BidiEventLog) -> list[dict]:
         """The visit's events, taken from the log, which stays open for the next visit."""
         return events.take()
+
+
+def restart_reason(browser: ReusedSession | None, policy: SessionPolicy) -> str | None:
+    """Why the reused ``browser`` must be replaced before the next visit under ``policy``, or None (also when there
+    is none yet): it died or hangs, it served `restart_after` visits, or its memory passed `memory_limit_mb`."""
+    if browser is None:
+        return None
+    if not browser.alive:
+        return "watchdog" if browser.report.watchdog_fired else "not answering"
+    if policy.restart_after and browser.visits >= policy.restart_after:
+        return f"after {browser.visits} visits"
+    if policy.memory_limit_mb and (used := browser.memory_mb()) > policy.memory_limit_mb:
+        return f"memory {used:.0f} MiB over {policy.memory_limit_mb}"
+    return None
 
 
 def dns_queries_in_flight(pid: int, uid: int) -> int:

@@ -1,0 +1,117 @@
+"""One Chromium for many visits (`browser_session = "reused"`): what a new user context isolates, what Chromium's
+clearing adds, and why a change of the arm's DNS settings replaces the browser.
+
+`ReusedSession` (harness/browser/reused.py) runs the visits, each in a new WebDriver BiDi user context, removed
+after it. In Chromium a user context is a browser context of its own (chromium-bidi's `createUserContext` is
+CDP's `Target.createBrowserContext`: an off-the-record profile made for DevTools), and so a storage partition
+and a network context of its own, in memory, gone with the context: cookies, storage, the HTTP cache, the
+socket pools and the TLS session cache (the context's `HttpNetworkSession`), HSTS and alt-svc (its
+`TransportSecurityState`, `HttpServerProperties`), and the host cache: net/dns/resolve_context.h, "Per-
+URLRequestContext data used by HostResolver", owns the `HostCache`, the DoH servers' availability, and the
+URLRequestContext DoH's requests go through, so the DoH connection is the context's too (a visit's DoH is
+cold unless warmed in its own context, as a fresh browser's is). Renderers are never shared between browser
+contexts, so Blink's memory cache goes with its processes.
+
+What a new context does not reach, the network service's own: the `HostResolverManager` (the DNS
+configuration and the secure DNS mode, fixed at launch, below; plain DNS holds no connection: one UDP socket
+per query), the network quality estimator (what the link was like, not what a site left), and NSS's
+in-memory certificates. Chromium's clearing (`_clear_for_visit`) therefore only removes a user context a visit
+left (its end failed): everything a site leaves is in its context.
+
+**The DNS settings are fixed at launch.** Secure DNS is Local State `dns_over_https.*`, which the browser
+process hands to the whole network service (`ConfigureStubHostResolver`), and the DoH server's address a
+command-line host-resolver rule: nothing a WebDriver or DevTools client may send changes either. So the
+browser is replaced when a visit's arm needs other launch settings (`launch_settings`; Do53, DoT, DoQ and
+DoH3 through its stub share one, DoH has one per resolver), recorded as the restart's reason, rather than one
+browser kept per launch settings: two browsers idle in one client namespace would share a visit's counters
+(Chromium asks its own services' names by itself, and an idle DoH browser's lookup during a Do53 visit would
+fail that visit's proof), and a browser's kill is every process of the browser account in the namespace. The
+cost: in a plan that shuffles each site's configurations, a restart at each change between DoH and the
+others, and between DoH resolvers.
+
+The net log (harness/browser/chromium_netlog.py) runs for the browser's whole life; each visit reads the part
+written since it began. The warm-up page's CA goes into the NSS database the session copies, before the
+browser starts: the running browser is given no certificate.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from selenium import webdriver
+
+from harness.browser.chromium_netlog import read_netlog
+from harness.browser.chromium_session import ChromiumSession
+from harness.browser.reused import ReusedSession
+from harness.browser.warmup import WarmupServer
+
+#: The user context every browser starts with: its first tab, never a visit's.
+DEFAULT_USER_CONTEXT = "default"
+
+
+def launch_settings(switches: list[str], local_state: dict) -> str:
+    """What a Chromium is started with that a running one cannot change: its switches and Local State."""
+    return json.dumps({"switches": switches, "local_state": local_state}, sort_keys=True)
+
+
+def describe_launch(local_state: dict) -> str:
+    """Secure DNS in a few words, for a restart's reason: "secure DNS off", "secure DNS <template>"."""
+    doh = local_state.get("dns_over_https", {})
+    return "secure DNS off" if doh.get("mode") == "off" else f"secure DNS {doh.get('templates')}"
+
+
+class ReusedChromiumSession(ReusedSession, ChromiumSession):
+    """A `ChromiumSession` that serves visit after visit (`ReusedSession`); the visit's settings are the launch
+    settings it needs, which must be the browser's own (`Chromium` replaces a browser started with others)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.launch = launch_settings(self.switches, self.local_state)
+        self._netlog_from = 0  # the net log's size when the current visit began
+        self._netlog_config: dict = {}  # the resolver's configuration as the net log last said it
+        self._untrusted = ""  # what certutil said when it could not add the warm-up CA
+
+    def _prepare(self, work: Path) -> Path:
+        """The user-data directory and HOME, and the warm-up server's CA trusted in the NSS database there."""
+        user_data = super()._prepare(work)
+        if self.warm_start:
+            server = WarmupServer(self.namespace, self.account, work)
+            ca = server.dir / "ca.der"
+            ca.write_bytes(server.ca_der)
+            nssdb = f"sql:{work / 'home' / '.pki' / 'nssdb'}"
+            argv = ["certutil", "-A", "-d", nssdb, "-n", "dnsstudy warm-up", "-t", "C,,", "-i", str(ca)]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            # Not trusted: no server here, and the warm-up fails, as the start's failure (`_trust_...`).
+            self._warmup_server = server if done.returncode == 0 else None
+            self._untrusted = done.stderr.strip() or done.stdout.strip()
+            self.account.give(work)
+        return user_data
+
+    def _trust_warmup_certificate(self, server: WarmupServer) -> None:
+        """Nothing at run time: the CA was put in the NSS database before the browser started (`_prepare`)."""
+        if server is not self._warmup_server:
+            raise RuntimeError(f"the warm-up CA is not in Chromium's NSS database: certutil said {self._untrusted!r}")
+
+    def _clear_for_visit(self, settings: dict) -> None:
+        """Refuse other launch settings; remove any user context a visit left (its end failed); mark where the
+        visit's part of the net log begins."""
+        assert self._events is not None  # alive
+        if settings.get("launch") != self.launch:
+            raise RuntimeError("the visit's DNS launch settings are not the browser's: it must be replaced")
+        for context in self._events.command("browser.getUserContexts", {})["userContexts"]:
+            if context["userContext"] != DEFAULT_USER_CONTEXT:
+                self._events.command("browser.removeUserContext", {"userContext": context["userContext"]})
+        try:
+            self._netlog_from = self._netlog.stat().st_size
+        except OSError:
+            self._netlog_from = 0
+
+    def _read_netlog(self, driver: webdriver.Remote) -> None:
+        """The visit's part of the net log, the browser left running."""
+        found = read_netlog(self._netlog, since=self._netlog_from, config=self._netlog_config)
+        if found is not None:
+            self._netlog_config = found.config
+        self._report_netlog(found, self._sandbox())
