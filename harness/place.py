@@ -98,6 +98,15 @@ class ClientSide:
         """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""
         self._write_resolv_conf(f"# written by dnsstudy for the visit's DNS arm\nnameserver {address}\n")
 
+    def nameservers(self) -> list[str]:
+        """The name servers the namespace's resolv.conf names now (none if it has none of its own)."""
+        try:
+            text = (netns.ETC_NETNS / self.namespace / "resolv.conf").read_text()
+        except OSError:
+            return []
+        lines = [line.split() for line in text.splitlines()]
+        return [words[1] for words in lines if len(words) > 1 and words[0] == "nameserver"]
+
     def restore_system_resolver(self) -> None:
         """Undo the arms' resolv.conf: after a visit (or a killed crawl) the namespace resolves as it did before."""
         if self.system_resolver is None:

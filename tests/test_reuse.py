@@ -2,6 +2,7 @@
 
 Each clearing is shown the same way: a visit leaves the state (or the test puts it there, through the
 page or Firefox's own services), a control shows the test can see it, and the next visit has no trace.
+Tests that need no browser's own services run in both browsers (`BROWSERS`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from harness.arms.base import DnsArm
 from harness.arms.evidence import client_counters, reset_client_counters, resolver_counters
 from harness.browser import webdriver_session as session_module  # where the BiDi event log is made
 from harness.browser.base import Browser, PageLoad, SessionPolicy
+from harness.browser.chromium import Chromium
 from harness.browser.firefox import Firefox
 from harness.browser.firefox_reused import ReusedFirefoxSession
 from harness.browser.reused import dns_queries_in_flight, process_state
@@ -37,6 +39,8 @@ from tests.helpers import wait_for
 pytestmark = pytest.mark.lab
 
 PAGE = "https://google.com/"  # a multi-host page of the synthetic web
+#: The browsers that can be reused: a test that looks at nothing browser-specific runs in each.
+BROWSERS = ["firefox", "chromium"]
 
 # Firefox, chrome context, asynchronous: what about:networking shows (harness-independent, Firefox's own view).
 DNS_CACHE = """const done = arguments[arguments.length - 1];
@@ -161,9 +165,9 @@ def log_size(lab) -> int:
 def reused(lab, tmp_path):
     visitors: list[Visitor] = []
 
-    def make(connection: str = "cold", session: str = "reused", **policy) -> Visitor:
+    def make(connection: str = "cold", session: str = "reused", browser: str = "firefox", **policy) -> Visitor:
         policy_ = SessionPolicy(session, **policy)
-        visitors.append(Visitor(lab, tmp_path, session=policy_, resolver_connection=connection))
+        visitors.append(Visitor(lab, tmp_path, session=policy_, resolver_connection=connection, browser=browser))
         return visitors[-1]
 
     yield make
@@ -239,30 +243,56 @@ def begin_visit(visitor: Visitor, arm: DnsArm):
 
 def session_of(visitor: Visitor):
     browser = visitor.browser
-    assert isinstance(browser, Firefox) and browser._reused is not None
+    assert isinstance(browser, Firefox | Chromium) and browser._reused is not None
     return browser._reused
 
 
-def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transport(reused):
-    visitor = reused()
+def browser_pid(visitor: Visitor) -> int:
+    """The reused browser's main process (its driver's child), in either browser."""
+    pid = session_of(visitor)._browser_pid
+    assert pid is not None
+    return pid
+
+
+def restarts_for_dns(browser: str, protocols: list[str]) -> list[bool]:
+    """Whether each visit of ``protocols`` in a row starts a new browser for its DNS settings: Chromium's are fixed
+    at launch (secure DNS for DoH, the built-in resolver on the resolver for Do53, on the stub for the others),
+    Firefox's are set per visit."""
+    if browser != "chromium":
+        return [False] * len(protocols)
+    kind = [p if p in ("doh", "do53") else "stub" for p in protocols]
+    return [i > 0 and kind[i] != kind[i - 1] for i in range(len(kind))]
+
+
+@pytest.mark.parametrize("browser", BROWSERS)
+def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transport(reused, browser):
+    visitor = reused(browser=browser)
     protocols = ["do53", "dot", "doh", "do53", "doq", "doh3", "dot", "do53"]
-    results, parents = [], set()
+    results, pids = [], []
     for protocol in protocols:
         results.append(visitor.visit_once(PAGE, protocol, "near"))
-        parents.add(parent_pid(visitor))
+        pids.append(browser_pid(visitor))
     for protocol, result in zip(protocols, results, strict=True):
         # Do53 after a stub arm (and the reverse) shows the browser follows each arm's resolv.conf and prefs.
         assert result.error_class == "Successful" and result.proof["valid"], (protocol, result.detail)
         assert result.proof["on_arm"] > 10 and result.proof["off_arm"] == 0, result.proof
         assert result.browser_session == "reused warm-started" and result.resolver_connection == "cold"
-    assert [r.session_ordinal for r in results] == list(range(1, len(protocols) + 1))
-    # The browser's start loaded the warm-up page, recorded with its first visit.
-    warmup = results[0].browser_warmup
-    assert warmup is not None and warmup["ok"] and warmup["detail"].startswith("ok protocol=h2"), warmup
-    assert "warm_start" in results[0].phases and all(r.browser_warmup is None for r in results[1:])
-    assert len(parents) == 1  # one Firefox all along
-    # Only the first visit starts a browser; the others clear one.
-    assert "browser_start" in results[0].phases and all("browser_start" not in r.phases for r in results[1:])
+    # Firefox takes each arm's preferences while it runs; Chromium is replaced when secure DNS changes.
+    restarts, ordinals = restarts_for_dns(browser, protocols), []
+    for restart in restarts:
+        ordinals.append(1 if restart or not ordinals else ordinals[-1] + 1)
+    assert [r.session_ordinal for r in results] == ordinals
+    assert [r.browser_restart is not None for r in results] == restarts, [r.browser_restart for r in results]
+    assert all(r.browser_restart is None or " to " in r.browser_restart for r in results), results
+    assert [pids[i] != pids[i - 1] for i in range(1, len(pids))] == restarts[1:]
+    # The browser's start loaded the warm-up page, recorded with its first visit (and a replacement's).
+    for result, restart in zip(results, restarts, strict=True):
+        warmup = result.browser_warmup
+        if result is results[0] or restart:
+            assert warmup is not None and warmup["ok"] and warmup["detail"].startswith("ok protocol=h2"), warmup
+            assert "warm_start" in result.phases and "browser_start" in result.phases
+        else:  # the others clear a running browser
+            assert warmup is None and "browser_start" not in result.phases, result.phases
     assert all("clear" in r.phases for r in results)
 
 

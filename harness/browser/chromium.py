@@ -90,7 +90,8 @@ class Chromium(Browser):
 
     def start(self, arm: DnsArm) -> None:
         """A new browser with the arm's DNS settings, its watchdog running; or, reused, the running one (a new one
-        when `restart_reason` says so, or when the arm needs other DNS launch settings) with a new user context."""
+        when `restart_reason` says so, or when the arm needs other DNS launch settings: the arm has written the
+        namespace's resolv.conf already) with a new user context."""
         if self.session.reused:
             self._start_reused(arm)
             return
@@ -113,11 +114,11 @@ class Chromium(Browser):
         }
 
     def _start_reused(self, arm: DnsArm) -> None:
-        kwargs = self._session_kwargs(arm)
-        launch = launch_settings(kwargs["switches"], kwargs["local_state"])
+        kwargs = {**self._session_kwargs(arm), "nameservers": self.client.nameservers()}
+        launch = launch_settings(kwargs["switches"], kwargs["local_state"], kwargs["nameservers"])
         reason = restart_reason(self._reused, self.session)
         if reason is None and self._reused is not None and self._reused.launch != launch:
-            reason = f"{describe_launch(self._reused.local_state)} to {describe_launch(kwargs['local_state'])}"
+            reason = f"{describe_launch(self._reused.launch)} to {describe_launch(launch)}"
         if self._reused is None or reason is not None:
             self.close()
             self._reused = ReusedChromiumSession(*self._session_args(), **kwargs)

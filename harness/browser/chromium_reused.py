@@ -20,14 +20,18 @@ left (its end failed): everything a site leaves is in its context.
 
 **The DNS settings are fixed at launch.** Secure DNS is Local State `dns_over_https.*`, which the browser
 process hands to the whole network service (`ConfigureStubHostResolver`), and the DoH server's address a
-command-line host-resolver rule: nothing a WebDriver or DevTools client may send changes either. So the
-browser is replaced when a visit's arm needs other launch settings (`launch_settings`; Do53, DoT, DoQ and
-DoH3 through its stub share one, DoH has one per resolver), recorded as the restart's reason, rather than one
-browser kept per launch settings: two browsers idle in one client namespace would share a visit's counters
-(Chromium asks its own services' names by itself, and an idle DoH browser's lookup during a Do53 visit would
-fail that visit's proof), and a browser's kill is every process of the browser account in the namespace. The
-cost: in a plan that shuffles each site's configurations, a restart at each change between DoH and the
-others, and between DoH resolvers.
+command-line host-resolver rule: nothing a WebDriver or DevTools client may send changes either. The built-in
+resolver's name servers are fixed too: Chromium reads resolv.conf at its start and again only when its
+watcher of /etc sees the file change, which it never does here (`ip netns exec` bind-mounts the namespace's
+file, changed in place: the change is an event of its real directory, /etc/netns/<ns>/). Seen in the lab: a
+DoT visit after a Do53 one sent its 62 queries straight to the resolver, not to the stub. So the browser is
+replaced when a visit's arm needs other launch settings (`launch_settings`: switches, Local State and the
+name servers; DoT, DoQ and DoH3 through their stub on loopback share one, Do53 has one, DoH one per resolver),
+recorded as the restart's reason, rather than one browser kept per launch settings: two browsers idle in one
+client namespace would share a visit's counters (Chromium asks its own services' names by itself, and an idle
+browser's lookup during another arm's visit would fail that visit's proof), and a browser's kill is every
+process of the browser account in the namespace. The cost: in a plan that shuffles each site's
+configurations, a restart at each change between Do53, the stub arms and DoH.
 
 The net log (harness/browser/chromium_netlog.py) runs for the browser's whole life; each visit reads the part
 written since it began. The warm-up page's CA goes into the NSS database the session copies, before the
@@ -52,24 +56,30 @@ from harness.browser.warmup import WarmupServer
 DEFAULT_USER_CONTEXT = "default"
 
 
-def launch_settings(switches: list[str], local_state: dict) -> str:
-    """What a Chromium is started with that a running one cannot change: its switches and Local State."""
-    return json.dumps({"switches": switches, "local_state": local_state}, sort_keys=True)
+def launch_settings(switches: list[str], local_state: dict, nameservers: list[str]) -> str:
+    """What a Chromium is started with that a running one cannot change: its switches, Local State and the
+    name servers of its resolv.conf."""
+    return json.dumps({"switches": switches, "local_state": local_state, "nameservers": nameservers}, sort_keys=True)
 
 
-def describe_launch(local_state: dict) -> str:
-    """Secure DNS in a few words, for a restart's reason: "secure DNS off", "secure DNS <template>"."""
-    doh = local_state.get("dns_over_https", {})
-    return "secure DNS off" if doh.get("mode") == "off" else f"secure DNS {doh.get('templates')}"
+def describe_launch(launch: str) -> str:
+    """A browser's DNS launch settings in a few words, for a restart's reason: "secure DNS <template>", or
+    "built-in resolver on <name servers>"."""
+    settings = json.loads(launch)
+    doh = settings["local_state"].get("dns_over_https", {})
+    if doh.get("mode") != "off":
+        return f"secure DNS {doh.get('templates')}"
+    return f"built-in resolver on {','.join(settings['nameservers']) or 'no name server'}"
 
 
 class ReusedChromiumSession(ReusedSession, ChromiumSession):
     """A `ChromiumSession` that serves visit after visit (`ReusedSession`); the visit's settings are the launch
     settings it needs, which must be the browser's own (`Chromium` replaces a browser started with others)."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, nameservers: list[str], **kwargs: Any):
+        """`ChromiumSession`'s arguments, and the name servers of the client's resolv.conf at its start."""
         super().__init__(*args, **kwargs)
-        self.launch = launch_settings(self.switches, self.local_state)
+        self.launch = launch_settings(self.switches, self.local_state, nameservers)
         self._netlog_from = 0  # the net log's size when the current visit began
         self._netlog_config: dict = {}  # the resolver's configuration as the net log last said it
         self._untrusted = ""  # what certutil said when it could not add the warm-up CA
