@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harness.arms.evidence import ResolverConnections, client_counter_names
 from harness.browser.base import SessionPolicy
+from harness.browser.chromium_netlog import read_netlog
+from harness.browser.chromium_reused import describe_launch, launch_settings
 from harness.errors import HarnessError
 
 
@@ -38,3 +42,29 @@ def test_quic_transports_count_initial_datagrams_and_tcp_ones_count_syns():
 def test_the_resolver_connection_is_read_from_the_client_counters(protocol, packets, warm, expected):
     seen = ResolverConnections.count(protocol, packets, warm)
     assert (seen.handshakes, seen.first_query_open) == expected
+
+
+def test_a_reused_chromium_reads_its_visit_s_part_of_the_net_log(tmp_path):
+    # The log as a running Chromium leaves it: the constants, then one event a line; a visit began at `since`.
+    types = {"HOST_RESOLVER_DNS_TASK": 1, "DNS_CONFIG_CHANGED": 2}
+    head = json.dumps({"constants": {"logEventTypes": types}})[:-1] + ',\n"events": [\n'
+    config = {"type": 2, "source": {"id": 1}, "params": {"nameservers": ["10.0.0.53:53"], "secure_dns_mode": 0}}
+    answered = {"type": 1, "source": {"id": 2}, "params": {"results": ["x"]}}
+    before = head + json.dumps(config) + ",\n" + json.dumps(answered) + ",\n"
+    log = tmp_path / "netlog.json"
+    log.write_text(before + json.dumps({**answered, "source": {"id": 3}}) + ",\n" + '{"type": 1, "sou')
+    whole = read_netlog(log)
+    assert whole is not None and whole.answered["built-in"] == 2 and whole.config["nameservers"]
+    visit = read_netlog(log, since=len(before), config=whole.config)
+    assert visit is not None and visit.answered["built-in"] == 1 and visit.summary()["config_secure_dns_mode"] == "off"
+    # A visit that began in the middle of a line leaves that line to the visit before.
+    assert read_netlog(log, since=len(before) - 5).answered["built-in"] == 1  # type: ignore[union-attr]
+
+
+def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():
+    off = launch_settings(["--headless"], {"dns_over_https": {"mode": "off", "templates": ""}}, ["10.0.0.53"])
+    stub = launch_settings(["--headless"], {"dns_over_https": {"mode": "off", "templates": ""}}, ["127.0.0.1"])
+    doh = launch_settings(["--x"], {"dns_over_https": {"mode": "secure", "templates": "https://d/q"}}, ["10.9.9.9"])
+    assert len({off, stub, doh}) == 3
+    assert describe_launch(off) == "built-in resolver on 10.0.0.53"
+    assert describe_launch(doh) == "secure DNS https://d/q"

@@ -126,10 +126,6 @@ def test_a_study_resolves_its_selections(tmp_path):
         (("seed = 7\n", 'seed = 7\nbrowser_session = "shared"\n'), r"mini.toml:\d+: browser_session: .*'fresh'"),
         (("seed = 7\n", 'seed = 7\nresolver_connection = "hot"\n'), r"mini.toml:\d+: resolver_connection: .*'warm'"),
         (
-            ("seed = 7\n", 'seed = 7\nbrowsers = ["firefox", "chromium"]\nbrowser_session = "reused"\n'),
-            r"mini.toml:\d+: browser_session: .*browser 'chromium' cannot serve many visits \(it runs fresh only\)",
-        ),
-        (
             ("seed = 7\n", 'seed = 7\nbrowser_session = "reused"\nbrowser_settle_s = 3\n'),
             r"mini.toml:\d+: browser_settle_s: .*a reused browser does not settle",
         ),
