@@ -121,6 +121,9 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
 
     def _read_netlog(self, driver: webdriver.Remote) -> None:
         """The visit's part of the net log, the browser left running."""
+        if not self._netlog_config:  # the resolver's configuration is logged at the start, before any visit's part
+            start = read_netlog(self._netlog)
+            self._netlog_config = start.config if start is not None else {}
         found = read_netlog(self._netlog, since=self._netlog_from, config=self._netlog_config)
         if found is not None:
             self._netlog_config = found.config
