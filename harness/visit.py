@@ -289,12 +289,21 @@ class Visitor:
         """Whether the browser was started (and the resolver connection warmed) before the counted window.
 
         A reused browser is cleared, and a warm connection opened, before the counters start, so they count
-        the visit alone; a fresh browser with a cold connection starts inside the window, as the reference
-        design's did.
+        the visit alone (a cold one's arm given a new connection when the browser is new: `reset_connection`);
+        a fresh browser with a cold connection starts inside the window, as the reference design's did.
         """
         if not (self.browser.session.reused or self.resolver_connection == "warm"):
             return False
         seen.start = self._start(arm, seen.report.phases)
+        if self.resolver_connection == "cold" and self.browser.session_ordinal == 1:
+            # A new process's start may have asked names through the arm's stub, started before it (Chromium asks
+            # its own services'): the stub's connection would be open before the visit's first query. A new
+            # connection, not a stopped and started arm: that would write resolv.conf and the arm's rules again.
+            try:
+                arm.reset_connection()
+            except BaseException:
+                self.browser.stop()  # the visit's user context ends; the error is the arm's start's
+                raise
         if self.resolver_connection == "warm":
             t = time.monotonic()
             seen.warm_up = self.browser.warm_resolver(WARM_UP_NAME)

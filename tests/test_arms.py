@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.arms import ClientSide, Resolver, browser_protocols, make_arm
+from harness.arms.dnsproxy import DnsproxyStub
 from harness.arms.dot import DotArm
 from harness.arms.evidence import client_counter_names, judge, path_failure
 from harness.browser.firefox_dns import firefox_prefs
@@ -270,3 +271,31 @@ def test_stub_log_verify_failures_count_only_from_the_visits_start(tmp_path):
     with open(log, "ab") as f:
         f.write(b'[08:39:01] STUBBY: 198.18.1.53  : Verify failed : TLS - *Failure* - (62) "hostname mismatch"\n')
     assert arm.authentication_failed(None)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "stub", "restarts"),
+    [
+        ("dot", "stubby", ["stop", "stubby"]),
+        ("dot", "dnsproxy", ["stop", "dnsproxy"]),
+        ("doq", None, ["stop", "dnsproxy"]),
+        ("doh3", "dnsproxy", ["stop", "dnsproxy"]),
+        ("doh3", None, []),  # the browser's own DoH3: no stub, the connection is the browser's
+        ("doh", None, []),
+        ("do53", None, []),
+    ],
+)
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_connection_reset_restarts_the_stub_alone(monkeypatch, protocol, stub, restarts, persistent):
+    done: list[str] = []
+    monkeypatch.setattr(DnsproxyStub, "stop", lambda self: done.append("stop"))
+    monkeypatch.setattr(DnsproxyStub, "start", lambda self: done.append("dnsproxy"))
+    monkeypatch.setattr(DotArm, "stop", lambda self: done.append("stop"))
+    monkeypatch.setattr(DotArm, "_start_stubby", lambda self: done.append("stubby"))
+    monkeypatch.setattr(ClientSide, "set_system_resolver", lambda self, address: done.append("resolv.conf"))
+    monkeypatch.setattr("harness.arms.doh3.nft", lambda *args: done.append("nft"))
+    arm = make_arm(protocol, EVERY, CLIENT, persistent=persistent, stub=stub)
+    arm.reset_connection()
+    # resolv.conf (a reused Chromium's launch settings name its servers) and the DoH3 arm's TCP rule stay as they
+    # are; a persistent stub keeps its connection across visits, as it is meant to.
+    assert done == ([] if persistent else restarts)

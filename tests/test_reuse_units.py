@@ -7,10 +7,11 @@ import json
 import pytest
 
 from harness.arms.evidence import ResolverConnections, client_counter_names
-from harness.browser.base import SessionPolicy
+from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_reused import describe_launch, launch_settings
 from harness.errors import HarnessError
+from harness.visit import Visitor, _Observed
 
 
 def test_a_session_policy_names_its_mode_and_refuses_nonsense():
@@ -68,3 +69,64 @@ def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():
     assert len({off, stub, doh}) == 3
     assert describe_launch(off) == "built-in resolver on 10.0.0.53"
     assert describe_launch(doh) == "secure DNS https://d/q"
+
+
+class _Browser:
+    """A stand-in for the visit's browser: whether it started anew (its `session_ordinal`), what was asked of it."""
+
+    def __init__(self, reused: bool, ordinal: int):
+        self.session = SessionPolicy("reused" if reused else "fresh")
+        self.ordinal, self.session_ordinal, self.calls = ordinal, 0, []
+
+    def start(self, arm) -> None:
+        self.session_ordinal = self.ordinal
+        self.calls.append("start")
+
+    def start_failure(self) -> None:
+        return None
+
+    def warm_resolver(self, name: str) -> None:
+        self.calls.append("warm")
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+
+class _Arm:
+    def __init__(self, fails: bool = False):
+        self.resets, self.fails = 0, fails
+
+    def reset_connection(self) -> None:
+        self.resets += 1
+        if self.fails:
+            raise HarnessError("the stub did not listen")
+
+
+def _prepare(browser: _Browser, connection: str, arm: _Arm) -> bool:
+    visitor = Visitor.__new__(Visitor)  # no place, no root: `_prepare` reads these alone
+    visitor.browser, visitor.session, visitor.resolver_connection = browser, browser.session, connection
+    seen = _Observed("http://x/", "id", "now", PageLoad(), None, None, {})
+    return visitor._prepare(arm, seen)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reused", "ordinal", "connection", "resets", "calls"),
+    [
+        (True, 1, "cold", 1, ["start"]),  # a new reused browser, cold: its start's lookups may have used the stub
+        (True, 2, "cold", 0, ["start"]),  # the same browser again: its start asked nothing
+        (True, 1, "warm", 0, ["start", "warm"]),  # warm: the warm-up opens the connection on purpose
+        (False, 1, "warm", 0, ["start", "warm"]),
+        (False, 1, "cold", 0, []),  # a fresh cold browser starts inside the counted window, as before
+    ],
+)
+def test_a_cold_visit_in_a_new_reused_browser_gets_a_new_connection(reused, ordinal, connection, resets, calls):
+    browser, arm = _Browser(reused, ordinal), _Arm()
+    assert _prepare(browser, connection, arm) is bool(calls)
+    assert arm.resets == resets and browser.calls == calls
+
+
+def test_a_connection_that_cannot_be_reset_ends_the_visit_s_browser_and_says_why():
+    browser = _Browser(True, 1)
+    with pytest.raises(HarnessError, match="did not listen"):
+        _prepare(browser, "cold", _Arm(fails=True))
+    assert browser.calls == ["start", "stop"]

@@ -87,6 +87,11 @@ class DnsproxyStub:
     def alive(self) -> bool:
         return self.daemon is not None and self.daemon.alive()
 
+    def restart(self) -> None:
+        """A new process, so a new connection (and TLS session) to the upstream at the next query."""
+        self.stop()
+        self.start()
+
     def stop(self) -> None:
         if self.daemon is not None:
             terminate([self.daemon.pid] if self.daemon.alive() else [], grace=1.0)

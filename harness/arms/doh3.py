@@ -77,6 +77,11 @@ class Doh3Arm(DnsArm):
             return "the DoH3 stub (dnsproxy) is not running"
         return None
 
+    def reset_connection(self) -> None:
+        """The stub restarted (the TCP reset rule stays); without a stub the connection is the browser's own."""
+        if self.proxy is not None and not self.persistent:
+            self.proxy.restart()
+
     def begin_visit(self) -> None:
         if self.proxy is not None:
             self.log_mark = log_size(self.proxy.log)

@@ -86,6 +86,20 @@ class DotArm(DnsArm):
             return
         if self.stub is not None and self.stub.alive():
             return  # persistent stub, still running
+        self.client.set_system_resolver(STUB_ADDRESS)
+        self._start_stubby()
+
+    def reset_connection(self) -> None:
+        if self.persistent:
+            return
+        if self.proxy is not None:
+            self.proxy.restart()
+            return
+        self.stop()
+        self._start_stubby()
+
+    def _start_stubby(self) -> None:
+        """Stubby started with the arm's configuration; it listens within 5 s (or the error says so)."""
         stubby = require_program("stubby", "stubby")
         account = helper()
         run = self.client.run_dir
@@ -93,7 +107,6 @@ class DotArm(DnsArm):
         account.give(run / "stubby")  # getdns keeps its state there
         conf = run / f"stubby-{self.resolver.name}.yml"
         conf.write_text(self.config())
-        self.client.set_system_resolver(STUB_ADDRESS)
         self.stub = Daemon(
             name=f"stubby-{self.resolver.name}",
             namespace=self.client.namespace,
