@@ -95,6 +95,9 @@ class VisitResult:
     warm_up: str | None = None  # the warm-up query's failure, if it failed
     resolver_handshakes: int | None = None  # new connections to the resolver during the visit (TCP transports)
     first_query_open: bool | None = None  # the visit's first query went on a connection open before it
+    # The browser's connections to the resolver closed before a cold visit's window (its new process's or user
+    # context's: `DnsArm.reset_connection`); None: nothing was reset (fresh, warm, or not the browser's first).
+    resolver_connections_closed: int | None = None
     # On a web replayed from an archive (docs/replay.md): requests the archive could not answer, and those
     # answered with a recorded query string that differed. None: the place served no archive.
     replay_misses: int | None = None
@@ -130,6 +133,7 @@ class _Observed:
     faults: list[str] = field(default_factory=list)  # the place's faults the visit met
     warm_up: str | None = None  # the warm-up query's failure (a warm connection), if it failed
     start: BrowserStart = field(default_factory=BrowserStart)  # the browser's start: retries, settling
+    connections_closed: int | None = None  # the browser's resolver connections closed before the window
 
     @property
     def unmeasured(self) -> str | None:
@@ -300,7 +304,7 @@ class Visitor:
             # its own services'): the stub's connection would be open before the visit's first query. A new
             # connection, not a stopped and started arm: that would write resolv.conf and the arm's rules again.
             try:
-                arm.reset_connection()
+                seen.connections_closed = arm.reset_connection()
             except BaseException:
                 self.browser.stop()  # the visit's user context ends; the error is the arm's start's
                 raise
@@ -423,6 +427,7 @@ class Visitor:
             "warm_up": seen.warm_up,
             "resolver_handshakes": connections.handshakes if connections else None,
             "first_query_open": connections.first_query_open if connections else None,
+            "resolver_connections_closed": seen.connections_closed,
         }
 
     def _browser_dns_record(self, read: dict) -> dict:

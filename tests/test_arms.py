@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -281,7 +282,7 @@ def test_stub_log_verify_failures_count_only_from_the_visits_start(tmp_path):
         ("doq", None, ["stop", "dnsproxy"]),
         ("doh3", "dnsproxy", ["stop", "dnsproxy"]),
         ("doh3", None, []),  # the browser's own DoH3: no stub, the connection is the browser's
-        ("doh", None, []),
+        ("doh", None, ["ss -K"]),  # no stub: the browser's own connections to the DoH server are closed
         ("do53", None, []),
     ],
 )
@@ -294,8 +295,14 @@ def test_a_connection_reset_restarts_the_stub_alone(monkeypatch, protocol, stub,
     monkeypatch.setattr(DotArm, "_start_stubby", lambda self: done.append("stubby"))
     monkeypatch.setattr(ClientSide, "set_system_resolver", lambda self, address: done.append("resolv.conf"))
     monkeypatch.setattr("harness.arms.doh3.nft", lambda *args: done.append("nft"))
+    closing = subprocess.CompletedProcess([], 0, stdout="ESTAB 0 0 10.0.0.2:50000 198.18.1.53:443\n")
+    monkeypatch.setattr(
+        "harness.arms.doh.netns.run", lambda name, argv, **kw: done.append(" ".join(argv[:2])) or closing
+    )
     arm = make_arm(protocol, EVERY, CLIENT, persistent=persistent, stub=stub)
-    arm.reset_connection()
+    closed = arm.reset_connection()
     # resolv.conf (a reused Chromium's launch settings name its servers) and the DoH3 arm's TCP rule stay as they
-    # are; a persistent stub keeps its connection across visits, as it is meant to.
-    assert done == ([] if persistent else restarts)
+    # are; a persistent stub keeps its connection across visits, as it is meant to; the browser's own DoH
+    # connection is the browser's, whatever the arm's stub setting.
+    assert done == ([] if persistent and protocol != "doh" else restarts)
+    assert closed == (1 if protocol == "doh" else 0)

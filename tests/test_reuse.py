@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -587,11 +588,34 @@ def test_cold_opens_a_new_resolver_connection_and_warm_uses_an_open_one(reused, 
     assert c.error_class == w.error_class == "Successful", (c.detail, w.detail)
     assert c.first_query_open is False and w.first_query_open is True, (c.proof, w.proof)
     assert w.warm_up is None and c.warm_up is None
+    # The cold visit's browser is new (the arm's launch settings differ from Do53's in Chromium; Firefox: the same
+    # browser): where it is, the reset ran and says how many of the browser's connections it closed.
+    assert (c.resolver_connections_closed is not None) == (c.session_ordinal == 1), c.resolver_connections_closed
     if protocol in ("doh", "dot"):  # TCP: handshakes are counted
         assert c.resolver_handshakes >= 1 and w.resolver_handshakes == 0
     else:  # QUIC: a handshake's Initial datagrams counted on the cold visit, none on the warm one
         assert c.proof["client_packets"][f"{protocol}_initials"] > 0
         assert w.proof["client_packets"][f"{protocol}_initials"] == 0
+
+
+def test_a_cold_doh_reset_closes_the_connections_open_to_the_doh_server(reused):
+    # A connection the browser opened before a cold visit's window would carry the visit's first query; the reset
+    # destroys it (the browser would see it aborted and open another); the control: a reset with none open.
+    arm = reused().arm("doh", "near")
+    with netns.entered(arm.client.namespace):
+        conn = socket.create_connection((arm.resolver.address, 443), timeout=5)
+    try:
+        assert arm.reset_connection() == 1
+        try:
+            data: bytes | None = conn.recv(1)
+        except TimeoutError:  # still open: the server sends nothing first
+            data = None
+        except OSError:  # aborted, as the kernel reports a destroyed socket
+            data = b""
+        assert data == b""
+        assert arm.reset_connection() == 0
+    finally:
+        conn.close()
 
 
 def names_asked(netlog: str) -> set[str]:

@@ -110,15 +110,17 @@ class DnsArm(ABC):
         """Why the arm itself is broken (a harness failure), or None if it is healthy."""
         return None
 
-    def reset_connection(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
+    def reset_connection(self) -> int:
         """Give the next query a new connection to the resolver, leaving resolv.conf and the rest of the arm as
         they are: called before a cold visit's counted window when the browser started just before it (a reused
         browser's new process), whose start may have asked names through the arm (Chromium's own services).
+        Returns how many of the browser's own connections to the resolver were closed.
 
-        No-op by default: an arm without a stub has no connection of its own (the browser's, if any, is new with
-        the browser). A stub arm restarts its stub, the one thing holding the connection (and its TLS session),
-        unless the stub is persistent: keeping its connection across visits is what that stub is for.
+        No-op by default: plain DNS holds no connection. A stub arm restarts its stub, the one thing holding the
+        connection (and its TLS session), unless the stub is persistent: keeping its connection across visits is
+        what that stub is for. The browser's own DoH closes the browser's connections (`DohArm`).
         """
+        return 0
 
     def begin_visit(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
         """Called just before the browser starts: arms that read their own logs mark where the visit begins."""

@@ -3,6 +3,9 @@ secure DNS in mode "secure"); each browser renders `BrowserDns` in its own setti
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+from harness import netns
 from harness.arms.base import BrowserDns, DnsArm, register_arm
 from harness.protocols import DOH
 
@@ -24,6 +27,15 @@ class DohArm(DnsArm):
     def browser_dns(self) -> BrowserDns:
         """The browser's own DoH, never falling back, at the resolver's address (no lookup of its name)."""
         return BrowserDns("doh", uri=self.resolver.doh_uri, bootstrap=self.resolver.address)
+
+    def reset_connection(self) -> int:
+        """Close the client's TCP connections to the DoH server (`ss -K`, the kernel's socket destroy): a
+        connection the browser opened before a cold visit's counted window (its start's own lookups, or one its new
+        user context opened early) would carry the visit's first query. The browser opens a new one for it."""
+        port = str(urlsplit(self.resolver.doh_uri).port or 443)
+        argv = ["ss", "-K", "-t", "-n", "-H", "state", "established", "dst", self.resolver.address]
+        done = netns.run(self.client.namespace, [*argv, "dport", "=", f":{port}"], timeout=10)
+        return len([line for line in done.stdout.splitlines() if line.strip()])
 
     def authentication_failed(self, trr_failure: str | None) -> bool:
         """The browser's error page says it could not connect to the TRR server (see COULD_NOT_CONNECT)."""

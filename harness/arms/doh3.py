@@ -77,10 +77,11 @@ class Doh3Arm(DnsArm):
             return "the DoH3 stub (dnsproxy) is not running"
         return None
 
-    def reset_connection(self) -> None:
+    def reset_connection(self) -> int:
         """The stub restarted (the TCP reset rule stays); without a stub the connection is the browser's own."""
         if self.proxy is not None and not self.persistent:
             self.proxy.restart()
+        return 0  # the stub's connection is new; the browser holds none
 
     def begin_visit(self) -> None:
         if self.proxy is not None:

@@ -44,9 +44,10 @@ class DoqArm(DnsArm):
     def problem(self) -> str | None:
         return None if self.proxy.alive() else "the DoQ stub (dnsproxy) is not running"
 
-    def reset_connection(self) -> None:
+    def reset_connection(self) -> int:
         if not self.persistent:
             self.proxy.restart()
+        return 0  # the stub's connection is new; the browser holds none
 
     def begin_visit(self) -> None:
         self.log_mark = log_size(self.proxy.log)

@@ -89,14 +89,15 @@ class DotArm(DnsArm):
         self.client.set_system_resolver(STUB_ADDRESS)
         self._start_stubby()
 
-    def reset_connection(self) -> None:
+    def reset_connection(self) -> int:
         if self.persistent:
-            return
+            return 0
         if self.proxy is not None:
             self.proxy.restart()
-            return
-        self.stop()
-        self._start_stubby()
+        else:
+            self.stop()
+            self._start_stubby()
+        return 0  # the stub's connection is new; the browser holds none
 
     def _start_stubby(self) -> None:
         """Stubby started with the arm's configuration; it listens within 5 s (or the error says so)."""
