@@ -8,6 +8,13 @@ drawn from one seed, so the same study always gives the same plan; a study
 with one browser plans exactly as before browsers were a factor (the same
 number of configurations per site, so the same shuffles).
 
+A study of reused browsers with several browsers runs them apart
+(`browsers_apart`): within a block each browser in turn (their order
+shuffled per block) over every site, each site's configurations shuffled.
+A reused browser serves its browser's part of a block, and two browsers
+never run at once in one client namespace (an idle browser's own lookups
+would fall into the other's counted window).
+
 A study with several vantage points repeats the same sequence at each, so
 a site is visited from every vantage point at about the same time; the
 plan lists them one vantage point after the other (ordinals and blocks
@@ -57,19 +64,21 @@ def make_plan(
     first_ordinal: int = 0,
     first_block: int = 0,
     browsers: Sequence[str] = ("firefox",),
+    browsers_apart: bool = False,
 ) -> Iterator[PlannedVisit]:
     """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice).
 
     ``configurations`` are the (resolver, protocol) pairs each site is visited with, in each of ``browsers``
     (crossed with them and shuffled together per site, as resolvers and protocols are). A vantage point added
     to a running study gets its part after the others: ``first_ordinal`` and ``first_block`` continue them.
+    ``browsers_apart``: each block runs its browsers one after the other, not shuffled together (reused browsers).
     """
     blocks = rounds * len(networks)
     crossed = [(b, r, p) for b in browsers for r, p in configurations]
     visits = blocks * len(sites) * len(crossed)
     for index, place in enumerate(vantage_points):
         ordinal, block = first_ordinal + index * visits, first_block + index * blocks
-        for visit in _one_place(sites, rounds, networks, crossed, seed):
+        for visit in _one_place(sites, rounds, networks, crossed, seed, browsers_apart):
             yield replace(visit, ordinal=ordinal + visit.ordinal, block=block + visit.block, vantage_point=place)
 
 
@@ -79,6 +88,7 @@ def _one_place(
     networks: Sequence[str],
     configurations: Sequence[tuple[str, str, str]],
     seed: int,
+    browsers_apart: bool = False,
 ) -> Iterator[PlannedVisit]:
     """The plan of one vantage point, ordinals and blocks from 0; ``configurations`` are (browser, resolver,
     protocol)."""
@@ -87,12 +97,25 @@ def _one_place(
         order = list(networks)
         _rng(seed, "networks", round_).shuffle(order)
         for network in order:
-            shuffled = list(sites)
-            _rng(seed, "sites", round_, network).shuffle(shuffled)
-            for site in shuffled:
-                configs = list(configurations)
-                _rng(seed, "configs", round_, network, site.domain).shuffle(configs)
-                for browser, resolver, protocol in configs:
-                    yield PlannedVisit(ordinal, round_, block, network, site, resolver, protocol, browser=browser)
-                    ordinal += 1
+            for key, part in _block_parts(configurations, browsers_apart, _rng(seed, "browsers", round_, network)):
+                shuffled = list(sites)
+                _rng(seed, "sites", round_, network, *key).shuffle(shuffled)
+                for site in shuffled:
+                    configs = list(part)
+                    _rng(seed, "configs", round_, network, site.domain, *key).shuffle(configs)
+                    for browser, resolver, protocol in configs:
+                        yield PlannedVisit(ordinal, round_, block, network, site, resolver, protocol, browser=browser)
+                        ordinal += 1
             block += 1
+
+
+def _block_parts(
+    configurations: Sequence[tuple[str, str, str]], apart: bool, rng: random.Random
+) -> list[tuple[tuple[str, ...], list[tuple[str, str, str]]]]:
+    """The parts of a block, each over every site: one of all configurations (its key empty, so the shuffles are
+    those of a plan before browsers were apart), or one per browser, in an order drawn from ``rng``."""
+    browsers = list(dict.fromkeys(b for b, _, _ in configurations))
+    if not apart or len(browsers) < 2:
+        return [((), list(configurations))]
+    rng.shuffle(browsers)
+    return [((b,), [c for c in configurations if c[0] == b]) for b in browsers]

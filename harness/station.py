@@ -157,6 +157,14 @@ class Station:
         for visitor in dict.fromkeys(self._visitors.values()):  # a test's one visitor serves every browser
             visitor.close()
 
+    def _end_other_browsers(self, browser: str) -> None:
+        """End the reused browsers of other browsers than ``browser``: one runs at a time in the client namespace,
+        or an idle one's own lookups would count in the other's visit (a reused study plans them apart)."""
+        mine = self.visitor_for(browser)
+        for visitor in dict.fromkeys(self._visitors.values()):
+            if visitor is not mine:
+                visitor.close()
+
     def describe_check(self, block: int, network: str, check: dict) -> str:
         """The console line of a block's link check."""
         missed = [k for k, ok in check.get("verdicts", {}).items() if ok is False]
@@ -196,6 +204,7 @@ class Station:
                 self.shaper.apply(self.links[visit.network])  # re-applies only if a delayer died
             try:
                 url = self.place.page_url(visit.site.domain, visit.url)
+                self._end_other_browsers(visit.browser)
                 result = self.visitor_for(visit.browser).visit_once(url, visit.protocol, visit.resolver)
             except HarnessError:  # e.g. a dead resolver's statistics cannot be read
                 self.halt_if_unhealthy(visit)

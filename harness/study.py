@@ -311,6 +311,11 @@ class Study(BaseModel):
         return [(r, p) for r in self.resolvers for p in self.protocols if p in protocols_of(r)]
 
     @property
+    def browsers_apart(self) -> bool:
+        """Whether each block runs its browsers one after the other (harness/plan.py): reused browsers, two or more."""
+        return self.browser_session == "reused" and len(self.browsers) > 1
+
+    @property
     def places(self) -> list[str]:
         """The vantage points' names; [""] for a single-host study."""
         return self.vantage_points or [""]
@@ -356,7 +361,16 @@ class LoadedStudy:
     def plan(self) -> list[PlannedVisit]:
         s = self.study
         return list(
-            make_plan(self.sites, s.rounds, s.networks, s.configurations, s.seed, s.places, browsers=s.browsers)
+            make_plan(
+                self.sites,
+                s.rounds,
+                s.networks,
+                s.configurations,
+                s.seed,
+                s.places,
+                browsers=s.browsers,
+                browsers_apart=s.browsers_apart,
+            )
         )
 
     @property

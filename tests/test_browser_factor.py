@@ -136,6 +136,37 @@ def test_a_station_runs_each_planned_visit_in_its_own_browser_s_visitor(tmp_path
     assert station.visitor_for("chromium") is visitors["firefox"] is station.visitor
 
 
+def test_reused_browsers_run_one_at_a_time_each_block_s_part_of_a_browser_after_the_other(tmp_path, monkeypatch):
+    monkeypatch.setenv("DNSSTUDY_PROGRESS_INTERVAL", "0")
+    both = 'browsers = ["firefox", "chromium"]\nbrowser_session = "reused"\nrounds = '
+    loaded = load_study(str(study_file(tmp_path, changes={"rounds = ": both})))
+    assert loaded.study.browsers_apart
+    place = FakePlace("dsfake", tmp_path / "run")
+    station = FakeStation(place, loaded.study, tmp_path / "results")
+    visitors = {b: FakeVisitor(place, tmp_path / "results") for b in ("firefox", "chromium")}
+    station._visitors = dict(visitors)
+    seen: list[tuple[str, str]] = []
+    for browser, visitor in visitors.items():
+        monkeypatch.setattr(visitor, "close", lambda b=browser: seen.append(("close", b)))
+        real = visitor.visit_once
+        monkeypatch.setattr(visitor, "visit_once", lambda *a, b=browser, f=real: seen.append(("visit", b)) or f(*a))
+    plan = loaded.plan()
+    for visit in plan:
+        assert station.visit(visit) is not None
+    # Each visit's browser is the only one alive: any other browser's visits since its last close came before.
+    alive: set[str] = set()
+    for what, browser in seen:
+        if what == "close":
+            alive.discard(browser)
+        else:
+            alive.add(browser)
+            assert alive == {browser}, seen
+    # One switch of browser a block at most: a reused browser serves its whole part of the block.
+    for block in {v.block for v in plan}:
+        order = [v.browser for v in plan if v.block == block]
+        assert sum(x != y for x, y in zip(order, order[1:], strict=False)) <= 1
+
+
 def test_a_planned_visit_s_browser_survives_the_trip_to_a_vantage_point_s_worker():
     import json
 

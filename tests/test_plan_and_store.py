@@ -54,6 +54,26 @@ def test_the_plan_is_random_but_the_same_for_the_same_seed():
     assert len(set(per_site)) > 1
 
 
+def test_reused_browsers_run_apart_within_each_block_and_a_mixed_plan_is_as_before():
+    browsers = ("firefox", "chromium")
+    mixed = list(make_plan(SITES, 2, NETWORKS, CONFIGURATIONS, 1, browsers=browsers))
+    apart = list(make_plan(SITES, 2, NETWORKS, CONFIGURATIONS, 1, browsers=browsers, browsers_apart=True))
+    key = lambda v: (v.round, v.block, v.network, v.site.domain, v.browser, v.resolver, v.protocol)  # noqa: E731
+    assert sorted(map(key, apart)) == sorted(map(key, mixed)) and len(set(map(key, apart))) == len(apart)
+    assert [v.ordinal for v in apart] == list(range(len(apart)))
+    switches = [b for b in range(6) if len({v.browser for v in mixed if v.block == b}) > 1]
+    assert switches  # shuffled together, the browsers alternate within blocks
+    runs = {b: [v.browser for v in apart if v.block == b] for b in range(6)}
+    # Apart: each block is one browser's visits, then the other's (one switch a block), their order drawn anew.
+    assert all(sum(x != y for x, y in zip(r, r[1:], strict=False)) == 1 for r in runs.values())
+    assert len({r[0] for r in runs.values()}) == 2
+    # Within a browser's part, sites and configurations are shuffled as in any plan.
+    part = [v for v in apart if v.block == 0 and v.browser == runs[0][0]]
+    assert len({tuple((v.resolver, v.protocol) for v in part[i : i + 6]) for i in range(0, 60, 6)}) > 1
+    # One browser, or browsers shuffled together: the plan of before (a resumed store's plan is its own anyway).
+    assert list(make_plan(SITES, 2, NETWORKS, CONFIGURATIONS, 1, browsers_apart=True)) == plan(1)
+
+
 def test_the_store_takes_the_plan_and_hands_out_visits_in_order(tmp_path):
     store = Store(tmp_path / "crawl.sqlite")
     store.add_study("s1", "test", 1, {"rounds": 2})

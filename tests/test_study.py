@@ -55,8 +55,9 @@ def test_the_shipped_studies_load_with_the_reference_design():
     assert set(demo.study.networks) == {"wired", "4g", "4g-lossy", "3g"} and len(demo.study.resolvers) >= 2
     assert set(demo.study.protocols) == {"do53", "dot", "doh", "doq"}  # the paper's three, and DoQ beyond it
     assert demo.visit_count == 128 and demo.study.browser_dns.endswith("dns-current.toml")
-    # Reused, warm-started browsers (issue 41): Firefox alone until Chromium can serve many visits.
-    assert demo.study.browsers == ["firefox"] and [s.rank for s in demo.sites] == [1, 501, 99001, 99501]
+    # Reused, warm-started browsers (issue 41), both, each block's part of a browser after the other's.
+    assert demo.study.browsers == ["firefox", "chromium"] and [s.rank for s in demo.sites] == [1, 99001]
+    assert demo.study.browsers_apart
     assert (demo.study.browser_session, demo.study.resolver_connection) == ("reused", "cold")
     assert paper.study.browser_dns.endswith("dns-2019.toml")
     # The reference design: a new browser for every visit, its first query opening the resolver connection.

@@ -150,7 +150,16 @@ class Coordinator(StudyRun[CoordinatorSummary]):
         s = self.study
         end = self.store.plan_end(self.study_id)
         plan = make_plan(
-            self.loaded.sites, s.rounds, s.networks, s.configurations, s.seed, names, end.ordinal, end.block, s.browsers
+            self.loaded.sites,
+            s.rounds,
+            s.networks,
+            s.configurations,
+            s.seed,
+            names,
+            end.ordinal,
+            end.block,
+            s.browsers,
+            s.browsers_apart,
         )
         added = self.store.extend_plan(self.study_id, {**existing, "study": self.config}, plan)
         self.console.print(f"vantage points {', '.join(names)} added: {added} visits planned")
