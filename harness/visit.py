@@ -1,8 +1,7 @@
 """One visit: a URL, a DNS arm, a browser (fresh, or reused and cleared); the result, its HAR and the arm's proof.
 
-`Visitor` holds what many visits share (the place, its shaper, the browser,
-versions); the crawl drives it visit after visit. It talks to the browser only
-through `Browser` (harness/browser/base.py), chosen by name.
+`Visitor` holds what many visits share (the place, its shaper, the browser, versions); the crawl drives it
+visit after visit. It talks to the browser only through `Browser` (harness/browser/base.py), chosen by name.
 `run_visit` is the one-shot form behind `dnsstudy visit`.
 """
 
@@ -272,6 +271,8 @@ class Visitor:
             if prepared:
                 self.browser.stop()
             return seen
+        if prepared:
+            self._reset_connection(arm, seen)
         arm.begin_visit()
         window = self.place.replay_window()
         with DaemonWatch(self.place) as watch:
@@ -292,27 +293,33 @@ class Visitor:
     def _prepare(self, arm: DnsArm, seen: _Observed) -> bool:
         """Whether the browser was started (and the resolver connection warmed) before the counted window.
 
-        A reused browser is cleared, and a warm connection opened, before the counters start, so they count
-        the visit alone (a cold one's arm given a new connection when the browser is new: `reset_connection`);
-        a fresh browser with a cold connection starts inside the window, as the reference design's did.
+        A reused browser is cleared, and a warm connection opened, before the counters start, so they count the
+        visit alone; a fresh browser with a cold connection starts inside the window, as the reference design's did.
         """
         if not (self.browser.session.reused or self.resolver_connection == "warm"):
             return False
         seen.start = self._start(arm, seen.report.phases)
-        if self.resolver_connection == "cold" and self.browser.session_ordinal == 1:
-            # A new process's start may have asked names through the arm's stub, started before it (Chromium asks
-            # its own services'): the stub's connection would be open before the visit's first query. A new
-            # connection, not a stopped and started arm: that would write resolv.conf and the arm's rules again.
-            try:
-                seen.connections_closed = arm.reset_connection()
-            except BaseException:
-                self.browser.stop()  # the visit's user context ends; the error is the arm's start's
-                raise
         if self.resolver_connection == "warm":
             t = time.monotonic()
             seen.warm_up = self.browser.warm_resolver(WARM_UP_NAME)
             seen.report.phases["warm_up"] = time.monotonic() - t
         return True
+
+    def _reset_connection(self, arm: DnsArm, seen: _Observed) -> None:
+        """A cold visit's arm given a new connection when its reused browser just started, inside the counted window.
+
+        The new process may have asked names through the arm (Chromium asks its own services', for seconds after
+        its start), opening the connection before the visit's first query. Reset once the counters run, any
+        connection carrying the visit's queries is opened, and counted, in the window. A new connection, not a
+        restarted arm: that would write resolv.conf and the arm's rules again.
+        """
+        if self.resolver_connection != "cold" or self.browser.session_ordinal != 1:
+            return
+        try:
+            seen.connections_closed = arm.reset_connection()
+        except BaseException:
+            self.browser.stop()  # the visit's user context ends; the error is the arm's start's
+            raise
 
     def _load(self, url: str, arm: DnsArm, seen: _Observed, started: bool = False) -> PageLoad:
         """Start the browser for ``arm`` (unless `_prepare` did), load ``url``, end the visit's browser (its time
