@@ -280,7 +280,7 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
         assert result.proof["on_arm"] > 10 and result.proof["off_arm"] == 0, result.proof
         assert result.browser_session == "reused warm-started" and result.resolver_connection == "cold"
     # Firefox takes each arm's preferences while it runs; Chromium is replaced when secure DNS changes.
-    restarts, ordinals = restarts_for_dns(browser, protocols), []
+    restarts, ordinals = restarts_for_dns(browser, protocols), list[int]()
     for restart in restarts:
         ordinals.append(1 if restart or not ordinals else ordinals[-1] + 1)
     assert [r.session_ordinal for r in results] == ordinals

@@ -76,7 +76,8 @@ class _Browser:
 
     def __init__(self, reused: bool, ordinal: int):
         self.session = SessionPolicy("reused" if reused else "fresh")
-        self.ordinal, self.session_ordinal, self.calls = ordinal, 0, []
+        self.ordinal, self.session_ordinal = ordinal, 0
+        self.calls: list[str] = []
 
     def start(self, arm) -> None:
         self.session_ordinal = self.ordinal
@@ -96,37 +97,47 @@ class _Arm:
     def __init__(self, fails: bool = False):
         self.resets, self.fails = 0, fails
 
-    def reset_connection(self) -> None:
+    def reset_connection(self) -> int:
         self.resets += 1
         if self.fails:
             raise HarnessError("the stub did not listen")
+        return 2
 
 
-def _prepare(browser: _Browser, connection: str, arm: _Arm) -> bool:
-    visitor = Visitor.__new__(Visitor)  # no place, no root: `_prepare` reads these alone
-    visitor.browser, visitor.session, visitor.resolver_connection = browser, browser.session, connection
+def _prepare(browser: _Browser, connection: str, arm: _Arm) -> tuple[bool, int | None]:
+    """`Visitor._prepare` (before the counters start), then `_reset_connection` (once they run), as `_browse`
+    calls them: whether the browser was started before the window, and the connections the reset closed."""
+    visitor = Visitor.__new__(Visitor)  # no place, no root: these read the fields set here alone
+    visitor.browser, visitor.session, visitor.resolver_connection = browser, browser.session, connection  # type: ignore[assignment]
     seen = _Observed("http://x/", "id", "now", PageLoad(), None, None, {})
-    return visitor._prepare(arm, seen)  # type: ignore[arg-type]
+    prepared = visitor._prepare(arm, seen)  # type: ignore[arg-type]
+    browser.calls.append("counters")
+    if prepared:
+        visitor._reset_connection(arm, seen)  # type: ignore[arg-type]
+    return prepared, seen.connections_closed
 
 
 @pytest.mark.parametrize(
     ("reused", "ordinal", "connection", "resets", "calls"),
     [
-        (True, 1, "cold", 1, ["start"]),  # a new reused browser, cold: its start's lookups may have used the stub
-        (True, 2, "cold", 0, ["start"]),  # the same browser again: its start asked nothing
-        (True, 1, "warm", 0, ["start", "warm"]),  # warm: the warm-up opens the connection on purpose
-        (False, 1, "warm", 0, ["start", "warm"]),
-        (False, 1, "cold", 0, []),  # a fresh cold browser starts inside the counted window, as before
+        (True, 1, "cold", 1, ["start", "counters"]),  # a new reused browser, cold: it may ask through the arm
+        (True, 2, "cold", 0, ["start", "counters"]),  # the same browser again: its start asked nothing
+        (True, 1, "warm", 0, ["start", "warm", "counters"]),  # warm: the warm-up opens the connection on purpose
+        (False, 1, "warm", 0, ["start", "warm", "counters"]),
+        (False, 1, "cold", 0, ["counters"]),  # a fresh cold browser starts inside the counted window, as before
     ],
 )
 def test_a_cold_visit_in_a_new_reused_browser_gets_a_new_connection(reused, ordinal, connection, resets, calls):
     browser, arm = _Browser(reused, ordinal), _Arm()
-    assert _prepare(browser, connection, arm) is bool(calls)
-    assert arm.resets == resets and browser.calls == calls
+    prepared, closed = _prepare(browser, connection, arm)
+    assert prepared is (calls != ["counters"]) and browser.calls == calls
+    # The reset comes after the counters start (the browser's own lookups until then are not the visit's), and
+    # the record says what it closed; None where none ran.
+    assert arm.resets == resets and closed == (2 if resets else None)
 
 
 def test_a_connection_that_cannot_be_reset_ends_the_visit_s_browser_and_says_why():
     browser = _Browser(True, 1)
     with pytest.raises(HarnessError, match="did not listen"):
         _prepare(browser, "cold", _Arm(fails=True))
-    assert browser.calls == ["start", "stop"]
+    assert browser.calls == ["start", "counters", "stop"]
