@@ -106,8 +106,13 @@ class Log:
     def add(self, source: int, name: str, phase: int = 0, **params) -> Log:
         self.time += 1
         self.events.append(
-            {"source": {"id": source, "type": 1}, "type": self.types[name], "phase": phase, "time": str(self.time),
-             "params": params}  # fmt: skip
+            {
+                "source": {"id": source, "type": 1},
+                "type": self.types[name],
+                "phase": phase,
+                "time": str(self.time),
+                "params": params,
+            }
         )
         return self
 
