@@ -12,9 +12,10 @@ hour per mode; and the reused browser's memory (PSS) over the visits of
 one session under the restart policy (`--memory-visits`); with `--carryover`, whether what makes a
 reused browser faster is state of the site that outlived the clearing or the browser's first page; and,
 with `--instrumentation-compare`, what recording the requests costs onLoad: each browser (`--browsers`) with its
-requests recorded as the harness records them (Firefox: the harness's recorder; Chromium: BiDi's network
-events) against no request recorded at all (`network_events = "none"`: BiDi's navigation events and the
-page's Navigation Timing only), every mode a browser can run both ways, interleaved by block.
+requests recorded as the harness records them (Firefox: the harness's recorder; Chromium: its net log, or
+BiDi's network events with `--chromium-source bidi`) against no request recorded at all (`network_events =
+"none"`: BiDi's navigation events and the page's Navigation Timing only), every mode a browser can run both ways,
+interleaved by block.
 Modes besides the default: fresh browsers that settle
 1, 3 or 10 s after their start (`browser_settle_s`), and reused browsers without the warm-up page
 ("reused-unwarmed"); every mode is set against reused-cold (warm-started), and each reused browser's first
@@ -382,6 +383,11 @@ def main() -> None:
         help="every mode also with no request recorded (network_events = 'none'), interleaved",
     )
     parser.add_argument("--browsers", default="firefox", help="firefox, chromium (Chromium: fresh-cold only)")
+    parser.add_argument(
+        "--chromium-source",
+        default=None,
+        help="Chromium's request source instead of its default (netlog): bidi, none",
+    )
     add_lab_arguments(parser)
     args = parser.parse_args()
 
@@ -396,6 +402,8 @@ def main() -> None:
 
     networks, protocols, modes = args.networks.split(","), args.protocols.split(","), args.modes.split(",")
     sessions: dict[str, type[WebDriverSession]] = {"firefox": FirefoxSession, "chromium": ChromiumSession}
+    if args.chromium_source:  # the source the benchmark sets against "none"; checked when a session is built
+        ChromiumSession.network_events = args.chromium_source
     defaults = {browser: sessions[browser].network_events for browser in args.browsers.split(",")}
     cells = [  # (browser, mode, request source, the browser's own source)
         (browser, mode, source, default)

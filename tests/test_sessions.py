@@ -58,7 +58,7 @@ def test_an_unknown_request_source_is_one_line_naming_the_key_and_the_value(name
 @pytest.mark.parametrize("name", sorted(SESSIONS))
 def test_every_browser_may_record_no_request_and_records_by_default(name, monkeypatch):
     cls, make = SESSIONS[name]
-    assert make()._source == {FirefoxSession: "recorder", ChromiumSession: "bidi"}[cls]
+    assert make()._source == {FirefoxSession: "recorder", ChromiumSession: "netlog"}[cls]
     monkeypatch.setattr(cls, "network_events", "none")
     assert make()._source == "none"
 

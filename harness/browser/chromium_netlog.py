@@ -64,6 +64,12 @@ def read_netlog(path: Path, since: int = 0, config: dict | None = None) -> NetLo
     A browser that serves many visits reads each visit's part: its events from byte ``since`` on (the log's size
     when the visit began; a line cut there belongs to the visit before), and the resolver's ``config`` as the
     last part left it, since the log says it only when it changes."""
+    return netlog_dns(load_netlog(path, since), config)
+
+
+def load_netlog(path: Path, since: int = 0) -> dict | None:
+    """The net log at ``path`` parsed: its constants and its events from byte ``since`` on (see `read_netlog`);
+    None if there is none."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -74,7 +80,11 @@ def read_netlog(path: Path, since: int = 0, config: dict | None = None) -> NetLo
         if text[since - 1 : since] != "\n":
             rest = rest[rest.find("\n") + 1 :] if "\n" in rest else ""
         text = text[: head + 1] + rest if 0 <= head < since else text
-    data = _parse(text)
+    return _parse(text)
+
+
+def netlog_dns(data: dict | None, config: dict | None = None) -> NetLogDns | None:
+    """The DNS facts of a parsed net log (`load_netlog`), the resolver's ``config`` as the part before left it."""
     if data is None:
         return None
     constants = data.get("constants", {})

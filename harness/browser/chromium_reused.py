@@ -42,12 +42,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
 
-from harness.browser.chromium_netlog import read_netlog
+from harness.browser.chromium_netlog import load_netlog, netlog_dns, read_netlog
+from harness.browser.chromium_netlog_har import page_requests
 from harness.browser.chromium_session import ChromiumSession
 from harness.browser.reused import ReusedSession
 from harness.browser.warmup import WarmupServer
@@ -124,7 +126,21 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         if not self._netlog_config:  # the resolver's configuration is logged at the start, before any visit's part
             start = read_netlog(self._netlog)
             self._netlog_config = start.config if start is not None else {}
-        found = read_netlog(self._netlog, since=self._netlog_from, config=self._netlog_config)
+        data = self._visit_part()
+        found = netlog_dns(data, config=self._netlog_config)
         if found is not None:
             self._netlog_config = found.config
         self._report_netlog(found, self._sandbox())
+        if self._source == "netlog":
+            self._report_requests(page_requests(data))
+
+    def _visit_part(self, max_wait: float = 0.5) -> dict | None:
+        """The visit's part of the net log; the net log being the requests' source, once no page request in it
+        is open, or after ``max_wait`` (the running browser writes its log in batches: a request's end may come a
+        moment later; one still open then is in the HAR unanswered, as with BiDi's events)."""
+        deadline = time.monotonic() + max_wait
+        while True:
+            data = load_netlog(self._netlog, since=self._netlog_from)
+            if self._source != "netlog" or not page_requests(data).open or time.monotonic() >= deadline:
+                return data
+            time.sleep(0.05)

@@ -22,7 +22,8 @@ from selenium.webdriver.chrome.options import Options
 from harness import netns
 from harness.arms.doh import DOH_CERTIFICATE_FAILED
 from harness.browser.bidi import BidiEventLog
-from harness.browser.chromium_netlog import NetLogDns, read_netlog
+from harness.browser.chromium_netlog import NetLogDns, load_netlog, netlog_dns
+from harness.browser.chromium_netlog_har import PageRequests, page_requests
 from harness.browser.webdriver_session import NO_NETWORK_EVENTS, WebDriverSession, first_line
 
 CHROMIUM = "/usr/lib/chromium/chromium"  # the binary itself: /usr/bin/chromium is a wrapper adding flags
@@ -41,11 +42,12 @@ class ChromiumSession(WebDriverSession):
     """`start`, `load`, `stop` of one Chromium visit. ``template`` is the NSS database trusting the place's CA;
     ``switches``, ``local_state`` and ``preferences`` are what the study's settings and the arm say."""
 
-    #: Where the HAR's requests come from: "bidi", WebDriver BiDi's network events (chromium-bidi over CDP);
-    #: "none": no request recorded, only to measure what BiDi's cost onLoad (`benchmarks.browser_reuse
-    #: --instrumentation-compare`).
-    NETWORK_SOURCES = ("bidi", NO_NETWORK_EVENTS)
-    network_events = "bidi"
+    #: Where the HAR's requests come from: "netlog", the net log every visit writes anyway
+    #: (harness/browser/chromium_netlog_har.py); "bidi", WebDriver BiDi's network events (chromium-bidi over
+    #: CDP), which cost onLoad 12-17 %; "none": no request recorded, only to measure what recording costs onLoad
+    #: (`benchmarks.browser_reuse --instrumentation-compare`).
+    NETWORK_SOURCES = ("netlog", "bidi", NO_NETWORK_EVENTS)
+    network_events = "netlog"
     driver_name = "chromedriver"
 
     def __init__(
@@ -114,8 +116,8 @@ class ChromiumSession(WebDriverSession):
         return super()._start_failure(exc, work)
 
     def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
-        """What the page reports (navigation, paint), the BiDi events and the navigation's net error; then a
-        clean quit, which completes the net log the DNS facts are read from."""
+        """What the page reports (navigation, paint), the BiDi events; then a clean quit, which completes the net
+        log the DNS facts (and, by default, the requests) are read from; the navigation's net error."""
         report, t = self.report, time.monotonic()
         try:
             if report.driver_failure is None:
@@ -127,21 +129,32 @@ class ChromiumSession(WebDriverSession):
         except Exception as exc:
             report.driver_failure = f"collect: {type(exc).__name__}: {first_line(exc)}"
         report.events = self._take_events(events)
+        self._read_netlog(driver)
         # A navigation the page-load timeout stopped ends in net::ERR_ABORTED: that abort is the driver's.
         failed = report.error_page or report.exception not in (None, "TimeoutException")
         report.net_error = navigation_error(report.events) if failed else None
-        self._read_netlog(driver)
         self._finish_collect(t)
 
     def _read_netlog(self, driver: webdriver.Remote) -> None:
-        """Quit the browser cleanly (it closes its net log), then read the DNS facts and settings from it."""
+        """Quit the browser cleanly (it closes its net log), then read the DNS facts, the settings and (the net
+        log being the requests' source) the page's requests from it."""
         sandbox = self._sandbox()  # while the browser still runs
         if self.report.driver_failure is None:
             try:
                 driver.quit()
             except Exception:  # the log's complete lines are read all the same
                 pass
-        self._report_netlog(read_netlog(self._netlog), sandbox)
+        data = load_netlog(self._netlog)
+        self._report_netlog(netlog_dns(data), sandbox)
+        if self._source == "netlog":
+            self._report_requests(page_requests(data))
+
+    def _report_requests(self, found: PageRequests) -> None:
+        """The page's requests from the net log into the report's events (BiDi's shape, after the navigation
+        events), the server address of each response into the page's."""
+        self.report.events += found.events
+        if self.report.page is not None:
+            self.report.page.server_addresses = found.server_addresses
 
     def _report_netlog(self, found: NetLogDns | None, sandbox: str) -> None:
         """The net log's DNS facts, the settings read back and the sandbox into the visit's report."""
