@@ -296,9 +296,12 @@ def test_a_connection_reset_restarts_the_stub_alone(monkeypatch, protocol, stub,
     monkeypatch.setattr(ClientSide, "set_system_resolver", lambda self, address: done.append("resolv.conf"))
     monkeypatch.setattr("harness.arms.doh3.nft", lambda *args: done.append("nft"))
     closing = subprocess.CompletedProcess([], 0, stdout="ESTAB 0 0 10.0.0.2:50000 198.18.1.53:443\n")
-    monkeypatch.setattr(
-        "harness.arms.doh.netns.run", lambda name, argv, **kw: done.append(" ".join(argv[:2])) or closing
-    )
+
+    def ran(name, argv, **kw):
+        done.append(" ".join(argv[:2]))
+        return closing
+
+    monkeypatch.setattr("harness.arms.doh.netns.run", ran)
     arm = make_arm(protocol, EVERY, CLIENT, persistent=persistent, stub=stub)
     closed = arm.reset_connection()
     # resolv.conf (a reused Chromium's launch settings name its servers) and the DoH3 arm's TCP rule stay as they

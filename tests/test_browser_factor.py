@@ -148,8 +148,12 @@ def test_reused_browsers_run_one_at_a_time_each_block_s_part_of_a_browser_after_
     seen: list[tuple[str, str]] = []
     for browser, visitor in visitors.items():
         monkeypatch.setattr(visitor, "close", lambda b=browser: seen.append(("close", b)))
-        real = visitor.visit_once
-        monkeypatch.setattr(visitor, "visit_once", lambda *a, b=browser, f=real: seen.append(("visit", b)) or f(*a))
+
+        def visit_once(*args, b=browser, real=visitor.visit_once):
+            seen.append(("visit", b))
+            return real(*args)
+
+        monkeypatch.setattr(visitor, "visit_once", visit_once)
     plan = loaded.plan()
     for visit in plan:
         assert station.visit(visit) is not None
