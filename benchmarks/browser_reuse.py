@@ -253,25 +253,25 @@ def report_instrumentation(rows: dict, networks: list[str], protocols: list[str]
                     print(f"{net:6} {browser:8} {mode:12} {protocol:5} {default} / none {line}")
 
 
-def memory(lab, results: Path, visits: int, url: str, every: int = 50) -> None:
-    """One reused session under the study's default restart policy, ``visits`` Do53 visits: the browser's PSS
-    every ``every`` visits and at each restart, and this process's RSS, to show both bounded."""
+def memory(lab, results: Path, visits: int, url: str, every: int = 50, browser: str = "firefox") -> None:
+    """One reused session of ``browser`` under the study's default restart policy, ``visits`` Do53 visits: the
+    browser's PSS every ``every`` visits and at each restart, and this process's RSS, to show both bounded."""
     from harness.browser.base import SessionPolicy
     from harness.study import BrowserRestart
     from harness.visit import Visitor
 
     restart = BrowserRestart()
     policy = SessionPolicy("reused", restart_after=restart.visits, memory_limit_mb=restart.memory_mb)
-    visitor = Visitor(lab, results, session=policy)
+    visitor = Visitor(lab, results, session=policy, browser=browser)
     peak, failures, restarts = 0.0, 0, []
     try:
-        print(f"\nmemory of a reused session, {policy}: PSS of the browser's processes and this process's RSS, MiB")
+        print(f"\nmemory of a reused {browser}, {policy}: PSS of the browser's processes and this process's RSS, MiB")
         for n in range(1, visits + 1):
             result = visitor.visit_once(url, "do53", "near")
             failures += result.error_class != "Successful"
             if result.browser_restart:
                 restarts.append(f"{n} ({result.browser_restart})")
-            used = visitor.browser._reused.memory_mb()  # type: ignore[attr-defined]  # Firefox's
+            used = visitor.browser._reused.memory_mb()  # type: ignore[attr-defined]  # the running session's
             peak = max(peak, used)
             if n % every == 0 or n == 1 or result.browser_restart:
                 print(
@@ -463,7 +463,8 @@ def main() -> None:
                     args.carryover_compare,
                 )
             if args.memory_visits:
-                memory(lab, Path(tmp), args.memory_visits, args.url)
+                for browser in defaults:
+                    memory(lab, Path(tmp), args.memory_visits, args.url, browser=browser)
     finally:
         lab.down()
 
