@@ -306,14 +306,14 @@ class Visitor:
         return True
 
     def _reset_connection(self, arm: DnsArm, seen: _Observed) -> None:
-        """A cold visit's arm given a new connection when its reused browser just started, inside the counted window.
+        """A cold visit's arm given a new connection inside the counted window, when its reused browser just started
+        or asks names of its own (`own_names`: Chromium's services, at its start and seconds after).
 
-        The new process may have asked names through the arm (Chromium asks its own services', for seconds after
-        its start), opening the connection before the visit's first query. Reset once the counters run, any
-        connection carrying the visit's queries is opened, and counted, in the window. A new connection, not a
-        restarted arm: that would write resolv.conf and the arm's rules again.
+        Such lookups through the arm open its connection before the visit's first query. Reset once the counters
+        run, any connection carrying the visit's queries is opened, and counted, in the window. A new connection,
+        not a restarted arm: that would write resolv.conf and the arm's rules again.
         """
-        if self.resolver_connection != "cold" or self.browser.session_ordinal != 1:
+        if self.resolver_connection != "cold" or (self.browser.session_ordinal != 1 and not self.browser.own_names):
             return
         try:
             seen.connections_closed = arm.reset_connection()

@@ -74,8 +74,8 @@ def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():
 class _Browser:
     """A stand-in for the visit's browser: whether it started anew (its `session_ordinal`), what was asked of it."""
 
-    def __init__(self, reused: bool, ordinal: int):
-        self.session = SessionPolicy("reused" if reused else "fresh")
+    def __init__(self, reused: bool, ordinal: int, own_names: frozenset[str] = frozenset()):
+        self.session, self.own_names = SessionPolicy("reused" if reused else "fresh"), own_names
         self.ordinal, self.session_ordinal = ordinal, 0
         self.calls: list[str] = []
 
@@ -122,13 +122,16 @@ def _prepare(browser: _Browser, connection: str, arm: _Arm) -> tuple[bool, int |
     [
         (True, 1, "cold", 1, ["start", "counters"]),  # a new reused browser, cold: it may ask through the arm
         (True, 2, "cold", 0, ["start", "counters"]),  # the same browser again: its start asked nothing
+        (True, 2, "chromium", 1, ["start", "counters"]),  # ... unless it asks names of its own (Chromium)
         (True, 1, "warm", 0, ["start", "warm", "counters"]),  # warm: the warm-up opens the connection on purpose
         (False, 1, "warm", 0, ["start", "warm", "counters"]),
         (False, 1, "cold", 0, ["counters"]),  # a fresh cold browser starts inside the counted window, as before
     ],
 )
 def test_a_cold_visit_in_a_new_reused_browser_gets_a_new_connection(reused, ordinal, connection, resets, calls):
-    browser, arm = _Browser(reused, ordinal), _Arm()
+    own = frozenset({"update.example"}) if connection == "chromium" else frozenset()
+    connection = "cold" if connection == "chromium" else connection
+    browser, arm = _Browser(reused, ordinal, own), _Arm()
     prepared, closed = _prepare(browser, connection, arm)
     assert prepared is (calls != ["counters"]) and browser.calls == calls
     # The reset comes after the counters start (the browser's own lookups until then are not the visit's), and
