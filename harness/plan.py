@@ -8,12 +8,16 @@ drawn from one seed, so the same study always gives the same plan; a study
 with one browser plans exactly as before browsers were a factor (the same
 number of configurations per site, so the same shuffles).
 
-A study of reused browsers with several browsers runs them apart
-(`browsers_apart`): within a block each browser in turn (their order
-shuffled per block) over every site, each site's configurations shuffled.
-A reused browser serves its browser's part of a block, and two browsers
-never run at once in one client namespace (an idle browser's own lookups
-would fall into the other's counted window).
+A study of reused browsers runs them apart (`browsers_apart`): within a
+block each browser in turn (their order shuffled per block), and within a
+browser's part each launch group in turn (`launch_group`: the
+configurations one running browser can serve; Chromium's DNS is fixed at
+its launch), each over every site, a site's configurations in the group
+shuffled. So two browsers never run at once in one client namespace (an
+idle browser's own lookups would fall into the other's counted window),
+and a reused browser serves a run of visits, not one visit per start. The
+cost: a site's configurations in different groups are visited further
+apart in time (within the block).
 
 A study with several vantage points repeats the same sequence at each, so
 a site is visited from every vantage point at about the same time; the
@@ -24,7 +28,7 @@ count on across them), and each vantage point runs its own part in order.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from harness.sitelist import Site
@@ -65,20 +69,23 @@ def make_plan(
     first_block: int = 0,
     browsers: Sequence[str] = ("firefox",),
     browsers_apart: bool = False,
+    launch_group: Callable[[str, str, str], str] | None = None,
 ) -> Iterator[PlannedVisit]:
     """Every visit of the study, in run order (a generator: a 100,000-visit plan is never held twice).
 
     ``configurations`` are the (resolver, protocol) pairs each site is visited with, in each of ``browsers``
     (crossed with them and shuffled together per site, as resolvers and protocols are). A vantage point added
     to a running study gets its part after the others: ``first_ordinal`` and ``first_block`` continue them.
-    ``browsers_apart``: each block runs its browsers one after the other, not shuffled together (reused browsers).
+    ``browsers_apart``: each block runs its browsers one after the other, not shuffled together (reused browsers),
+    and each browser's launch groups (``launch_group(browser, resolver, protocol)``; None: one group) in turn.
     """
     blocks = rounds * len(networks)
     crossed = [(b, r, p) for b in browsers for r, p in configurations]
     visits = blocks * len(sites) * len(crossed)
     for index, place in enumerate(vantage_points):
         ordinal, block = first_ordinal + index * visits, first_block + index * blocks
-        for visit in _one_place(sites, rounds, networks, crossed, seed, browsers_apart):
+        groups = launch_group if browsers_apart else None
+        for visit in _one_place(sites, rounds, networks, crossed, seed, browsers_apart, groups):
             yield replace(visit, ordinal=ordinal + visit.ordinal, block=block + visit.block, vantage_point=place)
 
 
@@ -89,6 +96,7 @@ def _one_place(
     configurations: Sequence[tuple[str, str, str]],
     seed: int,
     browsers_apart: bool = False,
+    launch_group: Callable[[str, str, str], str] | None = None,
 ) -> Iterator[PlannedVisit]:
     """The plan of one vantage point, ordinals and blocks from 0; ``configurations`` are (browser, resolver,
     protocol)."""
@@ -97,7 +105,8 @@ def _one_place(
         order = list(networks)
         _rng(seed, "networks", round_).shuffle(order)
         for network in order:
-            for key, part in _block_parts(configurations, browsers_apart, _rng(seed, "browsers", round_, network)):
+            rng = _rng(seed, "browsers", round_, network)
+            for key, part in _block_parts(configurations, browsers_apart, rng, launch_group):
                 shuffled = list(sites)
                 _rng(seed, "sites", round_, network, *key).shuffle(shuffled)
                 for site in shuffled:
@@ -110,12 +119,25 @@ def _one_place(
 
 
 def _block_parts(
-    configurations: Sequence[tuple[str, str, str]], apart: bool, rng: random.Random
+    configurations: Sequence[tuple[str, str, str]],
+    apart: bool,
+    rng: random.Random,
+    launch_group: Callable[[str, str, str], str] | None = None,
 ) -> list[tuple[tuple[str, ...], list[tuple[str, str, str]]]]:
     """The parts of a block, each over every site: one of all configurations (its key empty, so the shuffles are
-    those of a plan before browsers were apart), or one per browser, in an order drawn from ``rng``."""
+    those of a plan before browsers were apart), or one per browser and launch group, in an order drawn from
+    ``rng`` (browsers first, then each browser's groups)."""
     browsers = list(dict.fromkeys(b for b, _, _ in configurations))
-    if not apart or len(browsers) < 2:
+    grouped = launch_group is not None and len({launch_group(*c) for c in configurations}) > 1
+    if not apart or (len(browsers) < 2 and not grouped):
         return [((), list(configurations))]
     rng.shuffle(browsers)
-    return [((b,), [c for c in configurations if c[0] == b]) for b in browsers]
+    parts: list[tuple[tuple[str, ...], list[tuple[str, str, str]]]] = []
+    for browser in browsers:
+        mine = [c for c in configurations if c[0] == browser]
+        groups = list(dict.fromkeys(launch_group(*c) if launch_group else "" for c in mine))
+        rng.shuffle(groups)
+        for group in groups:
+            part = [c for c in mine if (launch_group(*c) if launch_group else "") == group]
+            parts.append(((browser, group) if group else (browser,), part))
+    return parts

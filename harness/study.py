@@ -312,8 +312,13 @@ class Study(BaseModel):
 
     @property
     def browsers_apart(self) -> bool:
-        """Whether each block runs its browsers one after the other (harness/plan.py): reused browsers, two or more."""
-        return self.browser_session == "reused" and len(self.browsers) > 1
+        """Whether each block runs its browsers, and their launch groups, one after the other (harness/plan.py)."""
+        return self.browser_session == "reused"
+
+    @staticmethod
+    def launch_group(browser: str, resolver: str, protocol: str) -> str:
+        """The configurations one running ``browser`` serves in turn (`Browser.launch_group`)."""
+        return browser_class(browser).launch_group(protocol, resolver)
 
     @property
     def places(self) -> list[str]:
@@ -370,6 +375,7 @@ class LoadedStudy:
                 s.places,
                 browsers=s.browsers,
                 browsers_apart=s.browsers_apart,
+                launch_group=s.launch_group,
             )
         )
 

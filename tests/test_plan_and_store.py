@@ -74,6 +74,31 @@ def test_reused_browsers_run_apart_within_each_block_and_a_mixed_plan_is_as_befo
     assert list(make_plan(SITES, 2, NETWORKS, CONFIGURATIONS, 1, browsers_apart=True)) == plan(1)
 
 
+def test_a_reused_browser_s_part_of_a_block_runs_its_launch_groups_in_turn_each_over_every_site():
+    group = lambda b, r, p: "" if b == "firefox" else (f"{p} {r}" if p != "dot" else "stub")  # noqa: E731
+    browsers = ("firefox", "chromium")
+    apart = list(
+        make_plan(SITES, 1, NETWORKS, CONFIGURATIONS, 1, browsers=browsers, browsers_apart=True, launch_group=group)
+    )
+    assert len(apart) == len(set((v.block, v.site, v.browser, v.resolver, v.protocol) for v in apart)) == 3 * 10 * 12
+    for block in range(3):
+        visits = [v for v in apart if v.block == block]
+        runs = [(v.browser, group(v.browser, v.resolver, v.protocol)) for v in visits]
+        changes = [a for a, b in zip(runs, runs[1:], strict=False) if a != b]
+        # Chromium's 5 groups (do53 and doh per resolver, the stub) and Firefox's one, each run once, in turn.
+        assert len(changes) == 5 and len(set(runs)) == 6
+        for key in set(runs):  # each group visits every site with each of its configurations once
+            mine = [v for v, k in zip(visits, runs, strict=True) if k == key]
+            assert len(mine) == 10 * len({(v.resolver, v.protocol) for v in mine})
+    # The groups' order is drawn per block; without groups a reused browser's part is as before.
+    orders = {
+        tuple(dict.fromkeys((v.browser, group(v.browser, v.resolver, v.protocol)) for v in apart if v.block == b))
+        for b in range(3)
+    }
+    assert len(orders) > 1
+    assert list(make_plan(SITES, 2, NETWORKS, CONFIGURATIONS, 1, browsers_apart=True, launch_group=group)) == plan(1)
+
+
 def test_the_store_takes_the_plan_and_hands_out_visits_in_order(tmp_path):
     store = Store(tmp_path / "crawl.sqlite")
     store.add_study("s1", "test", 1, {"rounds": 2})

@@ -31,6 +31,7 @@ from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.firefox import Firefox
 from harness.browser.firefox_reused import ReusedFirefoxSession
+from harness.browser.registry import browser_class
 from harness.browser.reused import dns_queries_in_flight, process_state
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
@@ -257,12 +258,10 @@ def browser_pid(visitor: Visitor) -> int:
 
 
 def restarts_for_dns(browser: str, protocols: list[str]) -> list[bool]:
-    """Whether each visit of ``protocols`` in a row starts a new browser for its DNS settings: Chromium's are fixed
-    at launch (secure DNS for DoH, the built-in resolver on the resolver for Do53, on the stub for the others),
-    Firefox's are set per visit."""
-    if browser != "chromium":
-        return [False] * len(protocols)
-    kind = [p if p in ("doh", "do53") else "stub" for p in protocols]
+    """Whether each visit of ``protocols`` in a row (resolver near) starts a new browser for its DNS settings, as
+    the browser's launch groups say, which the plan uses (Chromium's are fixed at launch, Firefox's set per visit):
+    the lab test holds them against the restarts that happen."""
+    kind = [browser_class(browser).launch_group(p, "near") for p in protocols]
     return [i > 0 and kind[i] != kind[i - 1] for i in range(len(kind))]
 
 

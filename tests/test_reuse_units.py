@@ -8,8 +8,10 @@ import pytest
 
 from harness.arms.evidence import ResolverConnections, client_counter_names
 from harness.browser.base import PageLoad, SessionPolicy
+from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_reused import describe_launch, launch_settings
+from harness.browser.firefox import Firefox
 from harness.errors import HarnessError
 from harness.visit import Visitor, _Observed
 
@@ -69,6 +71,16 @@ def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():
     assert len({off, stub, doh}) == 3
     assert describe_launch(off) == "built-in resolver on 10.0.0.53"
     assert describe_launch(doh) == "secure DNS https://d/q"
+
+
+def test_launch_groups_follow_what_each_browser_fixes_at_launch():
+    arms = [(p, r) for r in ("near", "far") for p in ("do53", "dot", "doh", "doq", "doh3")]
+    assert {Firefox.launch_group(p, r) for p, r in arms} == {""}  # Firefox takes each arm's settings running
+    groups = {(p, r): Chromium.launch_group(p, r) for p, r in arms}
+    # Chromium: the built-in resolver on each resolver, secure DNS per resolver, and the stub for DoT, DoQ, DoH3.
+    assert len(set(groups.values())) == 5
+    assert {groups[(p, r)] for p in ("dot", "doq", "doh3") for r in ("near", "far")} == {"stub"}
+    assert groups[("do53", "near")] != groups[("do53", "far")] != groups[("doh", "far")] != groups[("doh", "near")]
 
 
 class _Browser:

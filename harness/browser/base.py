@@ -111,6 +111,12 @@ class Browser(ABC):
     own_names: ClassVar[frozenset[str]] = frozenset()
     reusable: ClassVar[bool] = False  # whether it can serve many visits (`SessionPolicy` mode "reused")
 
+    @classmethod
+    def launch_group(cls, protocol: str, resolver: str) -> str:
+        """Which visits one running browser can serve in turn: those of one group need the same DNS settings at
+        launch. "" for all: a browser that takes each arm's settings while it runs (Firefox)."""
+        return ""
+
     def __init__(
         self,
         client: ClientSide,

@@ -57,6 +57,14 @@ class Chromium(Browser):
     own_names = frozenset({"accounts.google.com", "clients2.google.com", "update.googleapis.com"})
     reusable = True
 
+    @classmethod
+    def launch_group(cls, protocol: str, resolver: str) -> str:
+        """Chromium's DNS is fixed at launch (harness/browser/chromium_reused.py): secure DNS per resolver, the
+        built-in resolver per name server; the stub arms share one name server, the stub on loopback."""
+        if protocol in cls.native_dns:
+            return f"{protocol} {resolver}"
+        return f"do53 {resolver}" if protocol == "do53" else "stub"
+
     def __init__(
         self,
         client: ClientSide,

@@ -160,6 +160,7 @@ class Coordinator(StudyRun[CoordinatorSummary]):
             end.block,
             s.browsers,
             s.browsers_apart,
+            s.launch_group,
         )
         added = self.store.extend_plan(self.study_id, {**existing, "study": self.config}, plan)
         self.console.print(f"vantage points {', '.join(names)} added: {added} visits planned")
