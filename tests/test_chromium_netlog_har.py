@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from harness.browser.chromium_netlog import load_netlog
-from harness.browser.chromium_netlog_har import NAVIGATION, PAGE_ANNOTATIONS, annotation_hash, page_requests
+from harness.browser.chromium_netlog_har import (
+    FLUSH_URL,
+    NAVIGATION,
+    PAGE_ANNOTATIONS,
+    annotation_hash,
+    page_requests,
+)
 from harness.browser.chromium_session import navigation_error
 from harness.browser.har import PageInfo, build_har, check_har
 
@@ -178,6 +184,15 @@ def test_http_1_1_compressed_bodies_open_requests_and_requests_before_the_naviga
     assert "https://slow.lab.test/big.js" in by_url(found.events, "network.responseStarted")
     har = build_har(found.events, PageInfo(url="http://plain.lab.test/", on_load_ms=9.0), ("Chromium", "156"), "t")
     assert [e.get("_unanswered") for e in har["log"]["entries"]] == [None, None]  # started: answered, not ended
+
+
+def test_the_harness_s_flush_navigation_after_the_page_is_no_request_of_the_page():
+    log = Log().request(5, "https://a.lab.test/", NAVIGATION, "main frame")
+    log.answer(5, "HTTP/1.1 200", body=10).add(5, "REQUEST_ALIVE", 2)
+    log.request(9, FLUSH_URL, NAVIGATION, "main frame")  # the first tab's, to have the running browser write
+    log.add(9, "URL_REQUEST_START_JOB", 2, net_error=-102).add(9, "REQUEST_ALIVE", 2, net_error=-102)
+    found = page_requests(log.data())
+    assert set(by_url(found.events, "network.beforeRequestSent")) == {"https://a.lab.test/"} and not found.open
 
 
 def test_no_log_no_request():

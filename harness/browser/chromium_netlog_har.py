@@ -30,6 +30,9 @@ def annotation_hash(unique_id: str) -> int:
     return value
 
 
+#: The harness's own navigation that makes a running Chromium write out its net log (harness/browser/
+#: chromium_reused.py): a port on loopback nothing listens on, no name to resolve; never a page's request.
+FLUSH_URL = "http://127.0.0.1:4/"
 #: The annotations of a page's own requests: its navigations and what its renderer fetches.
 NAVIGATION = annotation_hash("navigation_url_loader")
 PAGE_ANNOTATIONS = frozenset({NAVIGATION, annotation_hash("blink_resource_loader")})
@@ -98,6 +101,8 @@ def page_requests(data: dict | None) -> PageRequests:
         if navigation is not None and source < navigation:
             continue  # before the visit's navigation: the warm-up lookup's fetch, a late request of a visit before
         events = index.sources[source]
+        if any(str((e.get("params") or {}).get("url", "")).startswith(FLUSH_URL) for e in events):
+            continue  # the harness's own, after the page
         if not any(index.name(e) == "REQUEST_ALIVE" and e.get("phase") == 2 for e in events):
             found.open += 1
         for count, segment in enumerate(_segments(index, events)):

@@ -49,7 +49,7 @@ from typing import Any
 from selenium import webdriver
 
 from harness.browser.chromium_netlog import load_netlog, netlog_dns, read_netlog
-from harness.browser.chromium_netlog_har import page_requests
+from harness.browser.chromium_netlog_har import FLUSH_URL, page_requests
 from harness.browser.chromium_session import ChromiumSession
 from harness.browser.reused import ReusedSession
 from harness.browser.warmup import WarmupServer
@@ -134,13 +134,29 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         if self._source == "netlog":
             self._report_requests(page_requests(data))
 
-    def _visit_part(self, max_wait: float = 0.5) -> dict | None:
-        """The visit's part of the net log; the net log being the requests' source, once no page request in it
-        is open, or after ``max_wait`` (the running browser writes its log in batches: a request's end may come a
-        moment later; one still open then is in the HAR unanswered, as with BiDi's events)."""
-        deadline = time.monotonic() + max_wait
-        while True:
-            data = load_netlog(self._netlog, since=self._netlog_from)
-            if self._source != "netlog" or not page_requests(data).open or time.monotonic() >= deadline:
-                return data
-            time.sleep(0.05)
+    def _visit_part(self, max_wait: float = 1.0) -> dict | None:
+        """The visit's part of the net log, all of it written: a running Chromium writes its log in batches of 15
+        events, so the page's last events may wait in memory for later ones. A navigation of the first tab to
+        a closed port on loopback (`FLUSH_URL`, left out of the page's requests) gives them; its start written
+        (or ``max_wait`` passed), everything before it is too."""
+        if self._source == "netlog" and self._events is not None and self._home is not None and self.alive:
+            try:
+                self._events.command(
+                    "browsingContext.navigate", {"context": self._home, "url": FLUSH_URL, "wait": "none"}
+                )
+            except Exception:  # a browser that cannot navigate: its log's written part is read all the same
+                pass
+            deadline = time.monotonic() + max_wait
+            while FLUSH_URL.encode() not in _tail(self._netlog, self._netlog_from) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return load_netlog(self._netlog, since=self._netlog_from)
+
+
+def _tail(path: Path, since: int) -> bytes:
+    """The file's bytes from ``since`` (none if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(since)
+            return f.read()
+    except OSError:
+        return b""
