@@ -9,6 +9,7 @@ list here, so a crawl never starts with a selection the list cannot fill.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -17,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from harness.arms import arm_class, browser_protocols
 from harness.browser.base import SessionPolicy
 from harness.browser.prefs import DNS_CURRENT, load_prefs
-from harness.browser.registry import DEFAULT_BROWSER, browser_class, browser_names
+from harness.browser.registry import DEFAULT_BROWSER, browser_class, browser_names, launch_group
 from harness.browser.starting import browser_life
 from harness.errors import HarnessError
 from harness.paths import PROJECT_ROOT, checkout_hint, project_path
@@ -315,11 +316,6 @@ class Study(BaseModel):
         """Whether each block runs its browsers, and their launch groups, one after the other (harness/plan.py)."""
         return self.browser_session == "reused"
 
-    @staticmethod
-    def launch_group(browser: str, resolver: str, protocol: str) -> str:
-        """The configurations one running ``browser`` serves in turn (`Browser.launch_group`)."""
-        return browser_class(browser).launch_group(protocol, resolver)
-
     @property
     def places(self) -> list[str]:
         """The vantage points' names; [""] for a single-host study."""
@@ -365,19 +361,8 @@ class LoadedStudy:
 
     def plan(self) -> list[PlannedVisit]:
         s = self.study
-        return list(
-            make_plan(
-                self.sites,
-                s.rounds,
-                s.networks,
-                s.configurations,
-                s.seed,
-                s.places,
-                browsers=s.browsers,
-                browsers_apart=s.browsers_apart,
-                launch_group=s.launch_group,
-            )
-        )
+        plan = partial(make_plan, browsers=s.browsers, browsers_apart=s.browsers_apart, launch_group=launch_group)
+        return list(plan(self.sites, s.rounds, s.networks, s.configurations, s.seed, s.places))
 
     @property
     def visits_per_place(self) -> int:

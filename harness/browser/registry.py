@@ -31,6 +31,11 @@ def browser_class(name: str) -> type[Browser]:
         raise HarnessError(f"unknown browser '{name}': choose one of {have}") from None
 
 
+def launch_group(browser: str, resolver: str, protocol: str) -> str:
+    """The configurations one running ``browser`` serves in turn (`Browser.launch_group`; harness/plan.py)."""
+    return browser_class(browser).launch_group(protocol, resolver)
+
+
 def make_browser(
     name: str,
     client: ClientSide,

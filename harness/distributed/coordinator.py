@@ -23,6 +23,7 @@ from celery.exceptions import BackendGetMetaError
 from kombu.exceptions import OperationalError
 from rich.console import Console
 
+from harness.browser.registry import launch_group
 from harness.distributed.app import TIMER_TASK, VISIT_TASK, make_app, queue_of
 from harness.distributed.broker import connect, display
 from harness.distributed.messages import (
@@ -160,7 +161,7 @@ class Coordinator(StudyRun[CoordinatorSummary]):
             end.block,
             s.browsers,
             s.browsers_apart,
-            s.launch_group,
+            launch_group,
         )
         added = self.store.extend_plan(self.study_id, {**existing, "study": self.config}, plan)
         self.console.print(f"vantage points {', '.join(names)} added: {added} visits planned")
