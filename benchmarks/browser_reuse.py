@@ -102,7 +102,7 @@ def run_block(visitor, protocols: list[str], per_block: int, url: str, rows: dic
 
 def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict[str, float], modes: list[str]) -> None:
     rng = np.random.default_rng(1)
-    print("\nonLoad (ms), fresh-cold against reused-cold: medians, ratio reused/fresh [95 % CI], Mann-Whitney p")
+    print("\nonLoad (ms), Firefox fresh-cold against reused-cold: medians, ratio reused/fresh [95 % CI], p")
     for net in networks:
         for protocol in protocols:
             fresh = [r["onload"] for r in rows.get((net, "fresh-cold", protocol), []) if r["ok"]]
@@ -117,7 +117,7 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
                 f"ratio {c / f:.3f} [{low:.3f}, {high:.3f}]  p={p:.3f}"
             )
     first_pages(rows, networks, protocols, rng)
-    print("\nreused-warm against reused-cold: onLoad median drop (ms), expected = handshake RTTs x added RTT")
+    print("\nFirefox reused-warm against reused-cold: onLoad median drop (ms), expected = handshake RTTs x added RTT")
     for net in networks:
         for protocol in protocols:
             cold = [r["onload"] for r in rows.get((net, "reused-cold", protocol), []) if r["ok"]]
@@ -134,10 +134,14 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
                 f"warm: first query on an open connection {opened}/{len(rows[(net, 'reused-warm', protocol)])}"
                 + (f", handshakes median {statistics.median(hs):g}" if hs else "")
             )
-    print("\nper mode: median overhead per visit (wall - onLoad, s), visits per hour (from the median wall), failures")
+
+
+def report_overhead(rows: dict, networks: list[str], protocols: list[str], names: list[str]) -> None:
+    """Per cell (browser, mode, request source): median harness time per visit, visits per hour, failures."""
+    print("\nper cell: median overhead per visit (wall - onLoad, s), visits per hour (from the median wall), failures")
     for net in networks:
-        for mode in modes:
-            data = [r for p in protocols for r in rows.get((net, mode, p), [])]
+        for name in names:
+            data = [r for p in protocols for r in rows.get((net, name, p), [])]
             ok = [r for r in data if r["ok"]]
             if not ok:
                 continue
@@ -145,7 +149,7 @@ def report(rows: dict, networks: list[str], protocols: list[str], link_rtt: dict
             wall = statistics.median(r["wall"] for r in data)
             failed = [r["detail"] for r in data if not r["ok"]]
             print(
-                f"{net:6} {mode:12} n={len(data):4}  overhead {overhead:.3f}  {3600 / wall:6.0f} visits/h  "
+                f"{net:6} {name:24} n={len(data):4}  overhead {overhead:.3f}  {3600 / wall:6.0f} visits/h  "
                 f"failures {len(failed)}" + (f" ({failed[0][:80]})" if failed else "")
             )
 
@@ -182,18 +186,18 @@ def comparison(a: list[float], b: list[float], rng: np.random.Generator) -> str 
     return f"n={len(a):3}/{len(b):3}  {ma:8.4g} / {mb:8.4g}  ratio {ma / mb:.3f} [{low:.3f}, {high:.3f}]  p={p:.3g}"
 
 
-def report_lives(rows: dict, networks: list[str], protocols: list[str], modes: list[str]) -> None:
+def report_lives(rows: dict, networks: list[str], protocols: list[str], modes: list[str], base: str) -> None:
     """onLoad of every browser life against a reused, warm-started browser's (cold resolver connection), per arm:
     medians, ratio with a bootstrap 95 % interval, Mann-Whitney p (fresh settled 0, 1, 3, 10 s: which comes
     closest to a running browser's page)."""
     rng = np.random.default_rng(4)
-    print("\nonLoad (ms) of each browser life / reused-cold (warm-started): medians, ratio [95 % CI], p")
+    print(f"\nonLoad (ms) of each browser life / {base} (warm-started): medians, ratio [95 % CI], p")
     for net in networks:
         for protocol in protocols:
-            base = [r["onload"] for r in rows.get((net, "reused-cold", protocol), []) if r["ok"]]
-            for mode in (m for m in modes if m != "reused-cold"):
+            against = [r["onload"] for r in rows.get((net, base, protocol), []) if r["ok"]]
+            for mode in (m for m in modes if m != base):
                 other = [r["onload"] for r in rows.get((net, mode, protocol), []) if r["ok"]]
-                if line := comparison(other, base, rng):
+                if line := comparison(other, against, rng):
                     print(f"{net:6} {protocol:5} {mode:17} {line}")
 
 
@@ -211,7 +215,7 @@ def report_first_visits(rows: dict, networks: list[str], protocols: list[str], m
                 if protocol == "all":  # pooled: each visit as a share of its arm's later median
                     first, later = _shares(data, protocols, rows, net, mode)
                 if line := comparison(first, later, rng):
-                    print(f"{net:6} {mode:16} {protocol:5} first / later {line}")
+                    print(f"{net:6} {mode:24} {protocol:5} first / later {line}")
 
 
 def _shares(data: list[dict], protocols: list[str], rows: dict, net: str, mode: str) -> tuple[list, list]:
@@ -448,9 +452,13 @@ def main() -> None:
                 sessions[browser].network_events = default
             shaper.clear()
             if rows:
+                names = list(dict.fromkeys(label(*cell) for cell in cells))
                 report(rows, networks, protocols, link_rtt, modes)
-                report_lives(rows, networks, protocols, modes)
-                report_first_visits(rows, networks, protocols, modes)
+                report_overhead(rows, networks, protocols, names)
+                for browser, default in defaults.items():  # each browser's lives against its own reused-cold
+                    lives = [label(browser, mode, default, default) for mode in modes]
+                    report_lives(rows, networks, protocols, lives, label(browser, "reused-cold", default, default))
+                report_first_visits(rows, networks, protocols, names)
             if args.instrumentation_compare:
                 report_instrumentation(rows, networks, protocols, cells)
             if args.carryover:

@@ -513,6 +513,26 @@ def test_two_browser_lives_are_never_in_one_grid_and_the_environment_names_them(
     assert {"fresh cold visits", "reused warm-started cold visits"} <= set(table.columns)
 
 
+def test_a_reused_browser_s_first_visit_is_a_life_of_its_own_and_a_fresh_one_s_is_not(tmp_path):
+    fresh = make_store(tmp_path / "fresh.sqlite", slower_onload)
+    reused = with_session(make_store(tmp_path / "reused.sqlite", slower_onload), "reused warm-started", "cold", 0.0)
+    for path in (fresh, reused):  # every browser's first visit is its block's first in run order
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute(
+                "UPDATE visits SET session_ordinal = 1 + ordinal - "
+                "(SELECT MIN(ordinal) FROM visits AS v WHERE v.block = visits.block)"
+            )
+    visits = load([fresh, reused]).visits
+    lives = visits.groupby(visits["browser_session"].astype(str)).size()
+    firsts = visits[visits["session_ordinal"] == 1]
+    assert 0 < lives["reused warm-started (first visit)"] == (firsts["browser_session"] != "fresh").sum()
+    assert lives["fresh"] == len(visits) / 2 and lives.sum() == len(visits)
+    report = analyze([fresh, reused], tmp_path / "out")
+    assert "<h3>browser reused warm-started (first visit), " in report.html.read_text()
+    table = pd.read_csv(tmp_path / "out/tables/session-modes.csv")
+    assert {"reused warm-started cold visits", "reused warm-started (first visit) cold visits"} <= set(table.columns)
+
+
 def test_a_store_of_one_mode_has_no_session_section(tmp_path):
     report = analyze([make_store(tmp_path / "s.sqlite", slower_onload)], tmp_path / "out")
     assert not (tmp_path / "out/tables/session-modes.csv").exists()

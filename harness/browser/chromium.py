@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import netns
-from harness.browser.base import Browser, PageLoad, SessionPolicy, register_browser, start_failure
+from harness.browser.base import SessionPolicy, register_browser
 from harness.browser.chromium_reused import ReusedChromiumSession, describe_launch, launch_settings
 from harness.browser.chromium_session import CHROMEDRIVER, CHROMIUM, ChromiumSession
 from harness.browser.chromium_settings import CHROMIUM_DNS_CURRENT, arm_switches, load_chromium_dns, local_state
 from harness.browser.reused import restart_reason
+from harness.browser.webdriver_browser import WebDriverBrowser
 from harness.errors import HarnessError, require_program
 from harness.place import ClientSide
 
@@ -45,7 +46,7 @@ def program_version(program: str) -> str:
 
 
 @register_browser("chromium")
-class Chromium(Browser):
+class Chromium(WebDriverBrowser):
     """Chromium, started afresh for each visit and killed after it, or (a reused session) started once and given
     a new user context for each visit, replaced when a visit's arm needs other DNS launch settings."""
 
@@ -137,32 +138,6 @@ class Chromium(Browser):
         self.session_ordinal += 1
         self._reused.begin_visit({"launch": launch})
         self._session = self._reused
-
-    def load(self, url: str) -> PageLoad:
-        if self._session is None:
-            raise RuntimeError("Chromium.load() before start()")
-        return self._session.load(url)
-
-    def stop(self) -> None:
-        if self._session is self._reused and self._reused is not None:
-            self._reused.end_visit()
-        elif self._session is not None:
-            self._session.stop()
-        self._session = None
-
-    def start_failure(self) -> str | None:
-        """Why the last start failed for the harness's own reasons (`harness.browser.base.start_failure`)."""
-        return start_failure(self._session.report) if self._session is not None else None
-
-    def close(self) -> None:
-        """End the reused browser, if one runs."""
-        if self._reused is not None:
-            self._reused.stop()
-            self._reused = None
-
-    def warm_resolver(self, name: str) -> str | None:
-        """Resolve ``name`` in the running browser, in the visit's tab (see `Browser.warm_resolver`)."""
-        return self._session.resolve(name) if self._session is not None else "the browser is not running"
 
 
 def _require_sandbox(argv: list[str], namespace: str | None) -> None:

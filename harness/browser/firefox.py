@@ -13,13 +13,14 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.browser.base import Browser, PageLoad, SessionPolicy, register_browser, start_failure
+from harness.browser.base import SessionPolicy, register_browser
 from harness.browser.firefox_dns import firefox_prefs
 from harness.browser.firefox_reused import ReusedFirefoxSession
 from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.browser.reused import restart_reason
 from harness.browser.session import GECKODRIVER, FirefoxSession
 from harness.browser.template import ensure_template, firefox_version
+from harness.browser.webdriver_browser import WebDriverBrowser
 from harness.errors import HarnessError
 from harness.place import ClientSide
 
@@ -34,7 +35,7 @@ def geckodriver_version() -> str:
 
 
 @register_browser("firefox")
-class Firefox(Browser):
+class Firefox(WebDriverBrowser):
     """Firefox, started afresh for each visit on a copy of the place's profile template and killed after it,
     or (a reused session) started once and cleared before each visit."""
 
@@ -106,29 +107,3 @@ class Firefox(Browser):
         self.session_ordinal += 1
         self._reused.begin_visit(firefox_prefs(arm.browser_dns(), self.client.browser_trusts_ca))
         self._session = self._reused
-
-    def load(self, url: str) -> PageLoad:
-        if self._session is None:
-            raise RuntimeError("Firefox.load() before start()")
-        return self._session.load(url)
-
-    def stop(self) -> None:
-        if self._session is self._reused and self._reused is not None:
-            self._reused.end_visit()
-        elif self._session is not None:
-            self._session.stop()
-        self._session = None
-
-    def start_failure(self) -> str | None:
-        """Why the last start failed for the harness's own reasons (`harness.browser.base.start_failure`)."""
-        return start_failure(self._session.report) if self._session is not None else None
-
-    def close(self) -> None:
-        """End the reused browser, if one runs."""
-        if self._reused is not None:
-            self._reused.stop()
-            self._reused = None
-
-    def warm_resolver(self, name: str) -> str | None:
-        """Resolve ``name`` in the running browser (see `Browser.warm_resolver`)."""
-        return self._session.resolve(name) if self._session is not None else "the browser is not running"

@@ -103,6 +103,10 @@ class WebDriverSession(ABC):
     def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
         """Fill the report with what the loaded page and the browser say."""
 
+    @abstractmethod
+    def resolve(self, name: str) -> str | None:
+        """Resolve ``name`` through the running browser's resolver (a warm connection); the error, or None."""
+
     def _start_failure(self, exc: Exception, work: Path) -> str:
         """The report's `driver_failure` for a browser that did not start."""
         return f"start: {type(exc).__name__}: {first_line(exc)}"
