@@ -696,7 +696,8 @@ def test_a_hung_browser_is_a_harness_failure_and_the_next_visit_gets_a_new_one(l
     visitor = Visitor(lab, tmp_path, timeout=5.0, margin=3.0, session=SessionPolicy("reused"))
     parent = None
     try:
-        assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+        first = visitor.visit_once(PAGE, "do53", "near")
+        assert first.error_class == "Successful", first.detail
         parent = parent_pid(visitor)
         # It hangs during the next visit (a stopped browser before a visit is replaced at once, unseen): a page
         # that never answers (the lab's tarpit) keeps the visit open past the freeze, however fast it begins.
@@ -734,7 +735,8 @@ def test_a_browser_that_hangs_as_its_visit_ends_is_killed_and_the_visit_stands(l
 
     parent = None
     try:
-        assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+        first = visitor.visit_once(PAGE, "do53", "near")
+        assert first.error_class == "Successful", first.detail
         parent = parent_pid(visitor)
         monkeypatch.setattr(ReusedFirefoxSession, "end_visit", freeze_then_end)
         ended = visitor.visit_once(PAGE, "do53", "near")
@@ -808,7 +810,8 @@ def test_a_hung_page_inside_a_reused_browser_is_the_page_s_timeout_and_leaves_no
     next visit finds no connection to the tarpit and loads its page."""
     visitor = Visitor(lab, tmp_path, timeout=5.0, margin=10.0, session=SessionPolicy("reused"))
     try:
-        assert visitor.visit_once(PAGE, "do53", "near").error_class == "Successful"
+        first = visitor.visit_once(PAGE, "do53", "near")
+        assert first.error_class == "Successful", first.detail
         parent = parent_pid(visitor)
         hung = visitor.visit_once("https://hang.lab.test/", "do53", "near")
         assert (hung.error_class, hung.counted) == ("Page-load Timeout", True), (hung.error_class, hung.detail)
