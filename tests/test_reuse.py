@@ -510,7 +510,7 @@ def hsts_upgrades(events: list[tuple[str, dict, int]]) -> list[str]:
 def cache_reads(events: list[tuple[str, dict, int]], url: str) -> list[bool]:
     """Each request of ``url`` in the net log, in order: whether the HTTP cache answered it (it read the cache's
     entry and sent no request to the server)."""
-    sources = [source for name, params, source in events if name == "URL_REQUEST_START_JOB" and params.get("url") == url]
+    sources = [s for name, params, s in events if name == "URL_REQUEST_START_JOB" and params.get("url") == url]
     kinds = {source: {name for name, _, s in events if s == source} for source in sources}
     return [
         "HTTP_CACHE_READ_INFO" in kinds[source] and "HTTP_TRANSACTION_SEND_REQUEST" not in kinds[source]
