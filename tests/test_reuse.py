@@ -483,6 +483,8 @@ FETCH = """const [url, done] = arguments;
 fetch(url).then(r => r.text()).then(() => {
   done(performance.getEntriesByName(new URL(url, location.href).href).map(e => e.transferSize));
 }, e => done(String(e)));"""
+#: net/base/net_error_list.h: ERR_CONNECTION_REFUSED.
+REFUSED = -102
 #: The client namespace counts its UDP datagrams to the lab host's port 443 (QUIC): no server listens there.
 QUIC_COUNTER = "dnsstudy_quic"
 
@@ -527,13 +529,21 @@ def alternatives(events: list[tuple[str, dict, int]]) -> dict[str, list]:
 
 
 def navigated(driver, url: str) -> str:
-    """Where a classic WebDriver navigation to ``url`` ended, or its net error (a refused connection)."""
+    """Where a classic WebDriver navigation to ``url`` ended: the state page's URL if it reached it, else its net
+    error (chromedriver names it, but not every time: then the error page's URL)."""
     try:
         driver.get(url)
     except WebDriverException as e:
         error = re.search(r"net::ERR_[A-Z_]+", str(e))
         return error.group(0) if error else str(e)
-    return driver.current_url
+    reached = driver.execute_script("return document.title") == "dnsstudy state"
+    return driver.current_url if reached else f"an error page at {driver.current_url}"
+
+
+def request_errors(events: list[tuple[str, dict, int]], url: str) -> list[list[int]]:
+    """Each request of ``url`` in the net log, in order: the net errors its events say (none for a redirect)."""
+    sources = [s for name, params, s in events if name == "URL_REQUEST_START_JOB" and params.get("url") == url]
+    return [sorted({p["net_error"] for _, p, s in events if s == source and p.get("net_error")}) for source in sources]
 
 
 def requests_logged(lab, offset: int, path: str, at_least: int) -> int:
@@ -586,20 +596,26 @@ def test_no_hsts_policy_a_chromium_visit_received_is_used_by_the_next(reused):
             before = navigated(driver, PLAIN_STATE)  # no policy yet: http stays http (no HTTPS-Upgrades here)
             assert navigated(driver, STATE + "hsts") == STATE + "hsts"  # the policy
             control = navigated(driver, PLAIN_STATE)
-        upgraded = hsts_upgrades(netlog_events(visitor))
+        events = netlog_events(visitor)
         browser.stop()
 
         browser.start(arm)  # the next visit: a new user context
         loaded(browser, STATE)
         with netns.entered(visitor.client.namespace):
             after = navigated(session_of(visitor)._driver, PLAIN_STATE)
-        upgraded_next = hsts_upgrades(netlog_events(visitor))
+        events_next = netlog_events(visitor)
         browser.stop()
-    print(f"http:// navigation: before the policy {before}, after it {control} (HSTS redirects {upgraded}), ", end="")
-    print(f"at the next visit {after} (HSTS redirects {upgraded_next})")
+    upgraded, upgraded_next = hsts_upgrades(events), hsts_upgrades(events_next)
+    errors, errors_next = request_errors(events, PLAIN_STATE), request_errors(events_next, PLAIN_STATE)
+    print(f"http:// navigation: before the policy {before}, after it {control} (HSTS redirects {upgraded}, ", end="")
+    print(f"net errors {errors}), at the next visit {after} (HSTS redirects {upgraded_next}, net errors {errors_next})")
     # CONTROL: the policy the page received upgraded the visit's own http:// navigation, by HSTS.
-    assert before == "net::ERR_CONNECTION_REFUSED" and control == STATE and upgraded == [STATE], (before, control)
-    assert after == "net::ERR_CONNECTION_REFUSED" and upgraded_next == [], (after, upgraded_next)
+    assert before != STATE and control == STATE and upgraded == [STATE], (before, control, upgraded)
+    # The net log's witness: the requests of the navigation before the policy were refused (Chromium tries
+    # again), the one after it was not (redirected, then answered over https).
+    assert errors[-1] == [] and errors[:-1] and all(e == [REFUSED] for e in errors[:-1]), errors
+    assert after != STATE and upgraded_next == [], (after, upgraded_next)
+    assert errors_next and all(e == [REFUSED] for e in errors_next), errors_next
 
 
 def test_no_http_cache_entry_a_chromium_visit_stored_is_used_by_the_next(reused, lab):
