@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import ipaddress
+import json
 import os
 import re
 import signal
@@ -22,6 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from selenium.common.exceptions import WebDriverException
 
 from harness import netns
 from harness.arms.base import DnsArm
@@ -36,6 +39,8 @@ from harness.browser.reused import dns_queries_in_flight, process_state
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.lab import faults
+from harness.lab.nginx import STATE_PREFIX
+from harness.lab.zones import LAB_ZONE
 from harness.visit import Visitor
 from tests.helpers import wait_for
 
@@ -465,6 +470,208 @@ def test_no_alt_svc_mapping_of_a_visit_is_left_to_the_next(reused):
         browser.stop()
     print(f"alt-svc keys: after the visit {kept}, at the next {left}")
     assert any(":google.com:443:" in k for k in kept) and left == [], (kept, left)
+
+
+# The lab host's paths that leave state (harness/lab/nginx.py, `STATE_HEADERS`): Chromium has no chrome context
+# a test could write or read HSTS, the HTTP cache or alt-svc through, so the server says them, as a site would.
+STATE = f"https://www.{LAB_ZONE}{STATE_PREFIX}"
+#: The same page over http: nothing listens on port 80, so only an upgrade inside the browser reaches it.
+PLAIN_STATE = f"http://www.{LAB_ZONE}{STATE_PREFIX}"
+# Content, asynchronous: fetch a URL of the page's origin, then the transfer size of each fetch of it so far
+# (Resource Timing: 0 for an answer from the HTTP cache).
+FETCH = """const [url, done] = arguments;
+fetch(url).then(r => r.text()).then(() => {
+  done(performance.getEntriesByName(new URL(url, location.href).href).map(e => e.transferSize));
+}, e => done(String(e)));"""
+#: net/base/net_error_list.h: ERR_CONNECTION_REFUSED.
+REFUSED = -102
+#: The client namespace counts its UDP datagrams to the lab host's port 443 (QUIC): no server listens there.
+QUIC_COUNTER = "dnsstudy_quic"
+
+
+def netlog_events(visitor: Visitor) -> list[tuple[str, dict, int]]:
+    """The reused Chromium's net log since the visit began, all of it written (the harness's own flush): each
+    event's type name, parameters and source (a request's id)."""
+    data = session_of(visitor)._visit_part()
+    assert data is not None
+    names = {number: name for name, number in data["constants"]["logEventTypes"].items()}
+    return [(names.get(e["type"], ""), e.get("params", {}), e["source"]["id"]) for e in data.get("events", [])]
+
+
+def hsts_upgrades(events: list[tuple[str, dict, int]]) -> list[str]:
+    """Where the net log's HSTS internal redirects led (net's URLRequestRedirectJob, reason HSTS; Chromium's
+    HTTPS-Upgrades say another reason)."""
+    found = []
+    for name, params, _ in events:
+        headers = params.get("headers", [])
+        if name == "URL_REQUEST_FAKE_RESPONSE_HEADERS_CREATED" and "Non-Authoritative-Reason: HSTS" in headers:
+            found += [h.split(": ", 1)[1] for h in headers if h.startswith("Location: ")]
+    return found
+
+
+def cache_reads(events: list[tuple[str, dict, int]], url: str) -> list[bool]:
+    """Each request of ``url`` in the net log, in order: whether the HTTP cache answered it (it read the cache's
+    entry and sent no request to the server)."""
+    sources = [s for name, params, s in events if name == "URL_REQUEST_START_JOB" and params.get("url") == url]
+    kinds = {source: {name for name, _, s in events if s == source} for source in sources}
+    return [
+        "HTTP_CACHE_READ_INFO" in kinds[source] and "HTTP_TRANSACTION_SEND_REQUEST" not in kinds[source]
+        for source in sources
+    ]
+
+
+def alternatives(events: list[tuple[str, dict, int]]) -> dict[str, list]:
+    """What the net log says of alternative services: the ones found for a request, and the stream jobs that
+    went to one (QUIC sessions to the alternative)."""
+    found = [p["alt_svc"] for n, p, _ in events if n == "HTTP_STREAM_JOB_CONTROLLER_ALT_SVC_FOUND"]
+    jobs = [p["destination"] for n, p, _ in events if n == "HTTP_STREAM_JOB" and p.get("type") == "alternative"]
+    return {"found": found, "jobs": jobs}
+
+
+def navigated(driver, url: str) -> str:
+    """Where a classic WebDriver navigation to ``url`` ended: the state page's URL if it reached it, else its net
+    error (chromedriver names it, but not every time: then the error page's URL)."""
+    try:
+        driver.get(url)
+    except WebDriverException as e:
+        error = re.search(r"net::ERR_[A-Z_]+", str(e))
+        return error.group(0) if error else str(e)
+    reached = driver.execute_script("return document.title") == "dnsstudy state"
+    return driver.current_url if reached else f"an error page at {driver.current_url}"
+
+
+def request_errors(events: list[tuple[str, dict, int]], url: str) -> list[list[int]]:
+    """Each request of ``url`` in the net log, in order: the net errors its events say (none for a redirect)."""
+    sources = [s for name, params, s in events if name == "URL_REQUEST_START_JOB" and params.get("url") == url]
+    return [sorted({p["net_error"] for _, p, s in events if s == source and p.get("net_error")}) for source in sources]
+
+
+def requests_logged(lab, offset: int, path: str, at_least: int) -> int:
+    """How many requests of ``path`` nginx logged from byte ``offset`` of its access log on, once it logged
+    ``at_least`` and then wrote its buffer once more (it flushes every second)."""
+    log = Path(lab.run_dir) / "logs" / "nginx-access.log"
+
+    def count() -> int:
+        with log.open("rb") as f:
+            f.seek(offset)
+            lines = f.read().decode().splitlines(keepends=True)
+        return sum(1 for line in lines if line.endswith("\n") and line.split('"')[1].split()[1] == path)
+
+    wait_for(lambda: count() >= at_least, 15, f"nginx to log {at_least} requests of {path}")
+    time.sleep(1.5)
+    return count()
+
+
+def quic_datagrams(namespace: str) -> int:
+    """The datagrams the client namespace sent to the lab host's UDP port 443 (`QUIC_COUNTER`)."""
+    table = json.loads(netns.nft(namespace, ["-j", "list", "table", "inet", QUIC_COUNTER]))
+    rules = [item["rule"] for item in table["nftables"] if "rule" in item]
+    return sum(e["counter"]["packets"] for rule in rules for e in rule["expr"] if "counter" in e)
+
+
+@contextlib.contextmanager
+def counting_quic(lab, namespace: str) -> Iterator[None]:
+    """Count the client namespace's datagrams to the lab host's UDP port 443 (`quic_datagrams`) while the block
+    runs."""
+    address = ipaddress.ip_address(lab.check_spec()["probe_address"])  # www.lab.test's
+    rule = f"ip daddr {address} udp dport 443 counter"
+    netns.nft(
+        namespace,
+        ["-f", "-"],
+        f"table inet {QUIC_COUNTER} {{ chain output {{ type filter hook output priority 0; {rule}; }}; }}",
+    )
+    try:
+        yield
+    finally:
+        netns.nft(namespace, ["delete", "table", "inet", QUIC_COUNTER])
+
+
+def test_no_hsts_policy_a_chromium_visit_received_is_used_by_the_next(reused):
+    visitor = reused(browser="chromium")
+    with do53_arm_and_browser(visitor) as (arm, browser):
+        browser.start(arm)
+        loaded(browser, STATE)
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            before = navigated(driver, PLAIN_STATE)  # no policy yet: http stays http (no HTTPS-Upgrades here)
+            assert navigated(driver, STATE + "hsts") == STATE + "hsts"  # the policy
+            control = navigated(driver, PLAIN_STATE)
+        events = netlog_events(visitor)
+        browser.stop()
+
+        browser.start(arm)  # the next visit: a new user context
+        loaded(browser, STATE)
+        with netns.entered(visitor.client.namespace):
+            after = navigated(session_of(visitor)._driver, PLAIN_STATE)
+        events_next = netlog_events(visitor)
+        browser.stop()
+    upgraded, upgraded_next = hsts_upgrades(events), hsts_upgrades(events_next)
+    errors, errors_next = request_errors(events, PLAIN_STATE), request_errors(events_next, PLAIN_STATE)
+    print(f"http:// navigation: before the policy {before}, after it {control} (HSTS redirects {upgraded}, ", end="")
+    print(f"net errors {errors}), at the next visit {after} (HSTS redirects {upgraded_next}, net errors {errors_next})")
+    # CONTROL: the policy the page received upgraded the visit's own http:// navigation, by HSTS.
+    assert before != STATE and control == STATE and upgraded == [STATE], (before, control, upgraded)
+    # The net log's witness: the requests of the navigation before the policy were refused (Chromium tries
+    # again), the one after it was not (redirected, then answered over https).
+    assert errors[-1] == [] and errors[:-1] and all(e == [REFUSED] for e in errors[:-1]), errors
+    assert after != STATE and upgraded_next == [], (after, upgraded_next)
+    assert errors_next and all(e == [REFUSED] for e in errors_next), errors_next
+
+
+def test_no_http_cache_entry_a_chromium_visit_stored_is_used_by_the_next(reused, lab):
+    visitor = reused(browser="chromium")
+    cached = STATE + "cached"
+    with do53_arm_and_browser(visitor) as (arm, browser):
+        browser.start(arm)
+        offset = log_size(lab)
+        loaded(browser, STATE)
+        driver = session_of(visitor)._driver
+        with netns.entered(visitor.client.namespace):
+            first = driver.execute_async_script(FETCH, cached)
+            driver.get(STATE)  # a new document: what it finds of the fetch is in the HTTP cache
+            control = driver.execute_async_script(FETCH, cached)
+        reads = cache_reads(netlog_events(visitor), cached)
+        browser.stop()
+
+        browser.start(arm)  # the next visit: a new user context
+        loaded(browser, STATE)
+        with netns.entered(visitor.client.namespace):
+            second = session_of(visitor)._driver.execute_async_script(FETCH, cached)
+        reads_next = cache_reads(netlog_events(visitor), cached)
+        browser.stop()
+    served_ = requests_logged(lab, offset, urlsplit(cached).path, 2)
+    print(f"transfer sizes: first {first}, control {control}, next visit {second}; ", end="")
+    print(f"cache answered: {reads}, at the next visit {reads_next}; nginx served it {served_} times")
+    # CONTROL: the entry the first fetch stored answered the visit's next fetch, in a new document.
+    assert first[0] > 0 and control == [0] and reads == [False, True], (first, control, reads)
+    assert second[0] > 0 and reads_next == [False] and served_ == 2, (second, reads_next, served_)
+
+
+def test_no_alternative_service_a_chromium_visit_was_told_is_used_by_the_next(reused, lab):
+    visitor = reused(browser="chromium")
+    namespace = visitor.client.namespace
+    with counting_quic(lab, namespace), do53_arm_and_browser(visitor) as (arm, browser):
+        browser.start(arm)
+        loaded(browser, STATE + "alt-svc")  # the announcement: h3 on the same host's port 443
+        driver = session_of(visitor)._driver
+        with netns.entered(namespace):
+            for _ in range(3):  # requests after it
+                driver.execute_async_script(FETCH, STATE)
+        first, sent = alternatives(netlog_events(visitor)), quic_datagrams(namespace)
+        browser.stop()
+
+        browser.start(arm)  # the next visit: a new user context
+        loaded(browser, STATE)
+        with netns.entered(namespace):
+            for _ in range(3):
+                session_of(visitor)._driver.execute_async_script(FETCH, STATE)
+        second, sent_next = alternatives(netlog_events(visitor)), quic_datagrams(namespace) - sent
+        browser.stop()
+    print(f"alternative services: visit {first} ({sent} datagrams), next visit {second} ({sent_next} datagrams)")
+    # CONTROL: Chromium kept the announced alternative and tried it (QUIC to port 443, refused: marked broken).
+    assert first["found"] and all(a.startswith(f"quic www.{LAB_ZONE}:443") for a in first["found"]), first
+    assert first["jobs"] and sent > 0, (first, sent)
+    assert second == {"found": [], "jobs": []} and sent_next == 0, (second, sent_next)
 
 
 def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_next(reused):

@@ -13,6 +13,17 @@ WORKER_PROCESSES = 2
 #: TLSv1.2 by default (TLSv1.3 only from 1.23.4), and a replay front on that default gave Firefox TLS 1.2 where
 #: the original had given 1.3, which made google.com's replay load 11 % faster than the original (issue 42).
 SSL_PROTOCOLS = "TLSv1.2 TLSv1.3"
+#: Paths of the lab's own host (www.lab.test) that leave state in a browser, which no study page uses: the lab
+#: tests show that a reused browser's next visit has none of it (tests/test_reuse.py). Each says one
+#: thing besides the page: `hsts` an HSTS policy, `cached` a cacheable answer (the only one the lab serves:
+#: everything else is no-store), `alt-svc` an HTTP/3 alternative on the same host's port 443, where nothing
+#: listens on UDP (a browser that uses the alternative sends QUIC datagrams there, then falls back to TCP).
+STATE_PREFIX = "/dnsstudy-state/"
+STATE_HEADERS = {
+    "hsts": 'Strict-Transport-Security "max-age=3600"',
+    "cached": 'Cache-Control "max-age=3600"',
+    "alt-svc": "Alt-Svc 'h3=\":443\"; ma=3600'",
+}
 
 
 def nginx_config(
@@ -86,9 +97,22 @@ def _zone_server(zone: str, addresses: list[str], web_root: Path, cert: Path, ke
         f"    ssl_certificate {cert};\n"
         f"    ssl_certificate_key {key};\n"
         f"    root {pages};\n"
-        f"    location /o/ {{ root {web_root}; }}\n"
-        "  }"
+        f"    location /o/ {{ root {web_root}; }}\n" + (_state_locations() if zone == LAB_ZONE else "") + "  }"
     )
+
+
+def _state_locations() -> str:
+    """The lab host's state paths (`STATE_PREFIX`): a small HTML page each, the prefix's own too, and each path's
+    header. An `add_header` in a location drops the ones it would inherit: each says no-store again, but `cached`."""
+
+    def page(name: str) -> str:
+        return f"default_type text/html; return 200 '<!doctype html><title>dnsstudy state</title><p>{name}';"
+
+    out = f"    location = {STATE_PREFIX} {{ {page('state')} }}\n"
+    for name, header in STATE_HEADERS.items():
+        keep = "" if name == "cached" else 'add_header Cache-Control "no-store" always; '
+        out += f"    location = {STATE_PREFIX}{name} {{ add_header {header} always; {keep}{page(name)} }}\n"
+    return out
 
 
 def _badcert_server(badcert: tuple[str, Path, Path], web_root: Path) -> str:
