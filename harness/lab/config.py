@@ -70,6 +70,9 @@ class WebSettings(_Strict):
     archive: str | None = None
     # Replay each response after the server's recorded wait (its think time); false: at once.
     replay_wait: bool = True
+    # HTTP/3 beside HTTP/2 on every web address (the h3front in front of nginx, announced by Alt-Svc;
+    # docs/web.md, "HTTP/3"). The synthetic web only for now.
+    http3: bool = False
 
 
 class LabSettings(_Strict):
