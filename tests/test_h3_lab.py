@@ -38,10 +38,11 @@ def h3_lab() -> Iterator[object]:
         yield the_lab
 
 
-def _browser_dns(tmp_path: Path) -> Path:
-    """The current DNS profile with HTTP/3 on for the page (its merge order puts it after quiet-offline.toml)."""
+def _browser_dns(tmp_path: Path, extra: dict[str, str] | None = None) -> Path:
+    """The current DNS profile with HTTP/3 on for the page (its merge order puts it after quiet-offline.toml),
+    and ``extra`` preferences (name -> TOML value)."""
     text = (PROJECT_ROOT / "profiles/firefox/dns-current.toml").read_text()
-    for name, value in H3_PREFS.items():
+    for name, value in (H3_PREFS | (extra or {})).items():
         text += f'\n[[pref]]\nname = "{name}"\nvalue = {value}\nreason = "the lab web\'s HTTP/3 (test)"\n'
     path = tmp_path / "dns-current-h3.toml"
     path.write_text(text)

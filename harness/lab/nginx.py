@@ -34,7 +34,8 @@ def nginx_config(
     certificates share ``web_key``. ``badcert`` is (address, cert, key) of a
     server whose certificate comes from a CA no client trusts. ``http3``: the
     HTTP/3 front runs (harness/lab/h3front.py): every zone also listens on its
-    loopback upstream, and every answer carries ``Alt-Svc``.
+    loopback upstream, and every answer carries ``Alt-Svc`` but those of a zone
+    whose HTTPS kind is "none" (harness/lab/svcb.py).
     """
     out = _head(run)
     if http3:
@@ -42,7 +43,8 @@ def nginx_config(
     for zone in zones.records:
         addresses = _served_addresses(zones, zone)
         if addresses and zone in certs:
-            out.append(_zone_server(zone, addresses, web_root, certs[zone], web_key, http3))
+            silent = http3 and zones.https.get(zone) == "none"
+            out.append(_zone_server(zone, addresses, web_root, certs[zone], web_key, http3, silent))
     out.append(_badcert_server(badcert, web_root))
     out.append("}")
     return "\n".join(out) + "\n"
@@ -85,12 +87,18 @@ def _served_addresses(zones: ZoneData, zone: str) -> list[str]:
     return sorted(set(names.values()) & set(_web_addresses(zones, zone)))
 
 
-def _zone_server(zone: str, addresses: list[str], web_root: Path, cert: Path, key: Path, http3: bool) -> str:
+def _zone_server(
+    zone: str, addresses: list[str], web_root: Path, cert: Path, key: Path, http3: bool, silent: bool = False
+) -> str:
     """The server block of one zone (the zone and *.zone), listening on each of its addresses (and on the
-    HTTP/3 front's upstream, where the zone is picked by the Host the front passes on)."""
+    HTTP/3 front's upstream, where the zone is picked by the Host the front passes on). ``silent``: the zone
+    does not announce HTTP/3; an add_header of its own stops nginx inheriting the http block's (Alt-Svc with
+    them), so it repeats Cache-Control alone."""
     listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
     if http3:
         listens += f"    listen {UPSTREAM[0]}:{UPSTREAM[1]};\n"
+    if silent:
+        listens += f'    add_header Cache-Control "{CACHE_CONTROL}" always;\n'
     pages = _zone_root(web_root, zone)
     return (
         "  server {\n" + listens + f"    server_name {zone} *.{zone};\n"
