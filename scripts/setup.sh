@@ -76,7 +76,12 @@ step_helpers() {
   log "building $HELPERS/quictimer and $HELPERS/dnsproxy"
   (cd timer/quic && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -o "$HELPERS/quictimer" . \
     && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -o "$HELPERS/dnsproxy" github.com/AdguardTeam/dnsproxy)
-  for program in nfqdelay dnstimer quictimer dnsproxy; do
+  # the lab web's HTTP/3 front (Go, quic-go's http3; modules pinned by h3front/go.sum), docs/web.md
+  # and h3fetch, benchmarks/h3_front.py's client (same module)
+  log "building $HELPERS/h3front and $HELPERS/h3fetch"
+  (cd h3front && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -o "$HELPERS/h3front" . \
+    && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -o "$HELPERS/h3fetch" ./fetch)
+  for program in nfqdelay dnstimer quictimer dnsproxy h3front h3fetch; do
     ln -sfn "$HELPERS/$program" "build/bin/$program"
   done
   chmod -R a+rX /opt/dnsstudy

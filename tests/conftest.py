@@ -139,3 +139,19 @@ def replaying_lab(lab_config: LabConfig, archive: Path) -> Iterator[object]:
         yield the_lab
     finally:
         the_lab.down()
+
+
+@contextmanager
+def own_lab(config: LabConfig) -> Iterator[object]:
+    """A lab of ``config`` on its own prefix and /23 (the next of the pool), brought down when the block ends;
+    for module-scoped fixtures of labs with another profile (tests/test_h3_lab.py)."""
+    from harness.lab.lab import Lab
+
+    prefix, subnet = _ADDRESSES.next()
+    the_lab = Lab(config.with_overrides(prefix=prefix, subnet=subnet))
+    the_lab.down()
+    try:
+        the_lab.up(wait=LAB_UP_WAIT)
+        yield the_lab
+    finally:
+        the_lab.down()

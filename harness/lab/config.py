@@ -70,6 +70,18 @@ class WebSettings(_Strict):
     archive: str | None = None
     # Replay each response after the server's recorded wait (its think time); false: at once.
     replay_wait: bool = True
+    # HTTP/3 beside HTTP/2 on every web address (the h3front in front of nginx, announced by Alt-Svc;
+    # docs/web.md, "HTTP/3"). The synthetic web only for now.
+    http3: bool = False
+    # HTTPS records (RFC 9460) in the zones: a profile of the shares of sites with a record, with Alt-Svc only
+    # and with neither (profiles/web/https-records.toml; harness/lab/svcb.py). None: no zone has one.
+    https_records: str | None = None
+
+    @model_validator(mode="after")
+    def _records_need_http3(self) -> WebSettings:
+        if self.https_records and not self.http3:
+            raise ValueError("https_records announces HTTP/3 (alpn h3): it needs http3 = true")
+        return self
 
 
 class LabSettings(_Strict):

@@ -20,13 +20,15 @@ from functools import cached_property
 from pathlib import Path
 
 from harness import netns
+from harness.accounts import helper
 from harness.daemons import Daemon, kill_namespace_processes, stop_all
 from harness.errors import HarnessError, require_program, require_root
 from harness.lab import faults, topology
 from harness.lab.certificates import LabTls, make_certificates
 from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
-from harness.lab.nginx import nginx_config
+from harness.lab.h3front import H3FRONT, front_config, write_front
+from harness.lab.nginx import front_files, nginx_config
 from harness.lab.pageshape import load_page_shape
 from harness.lab.querylog import log_sizes, nxdomain_names
 from harness.lab.replayweb import ReplayWeb, events_log
@@ -198,6 +200,8 @@ class Lab(Place):
             require_program(program, package)
         if not DNSPROXY.exists():
             raise HarnessError(f"{DNSPROXY} is missing: run 'bash scripts/setup.sh' (it builds the DoQ/DoH3 front)")
+        if self.config.settings.web.http3 and not H3FRONT.exists():
+            raise HarnessError(f"{H3FRONT} is missing: run 'bash scripts/setup.sh' (it builds the HTTP/3 front)")
         if self.state_file.exists():
             status = self.status()
             if status.healthy:
@@ -225,6 +229,8 @@ class Lab(Place):
     def _up(self, wait: float) -> None:
         cfg = self.config
         archive = self.archive_dir
+        if archive and cfg.settings.web.http3:
+            raise HarnessError("http3 under [web] serves the synthetic web only for now: a replay has no HTTP/3")
         replay = ReplayWeb.plan(cfg, archive) if archive else None  # a broken archive fails before anything runs
         self._prepare_run_dir()
         web_root, host_domain = ensure_web(cfg)  # www.lab.test's page comes from it, even when replaying
@@ -281,8 +287,14 @@ class Lab(Place):
         if replay:
             (run / ARCHIVE_MARKER).write_text(f"{replay.archive_dir.resolve()}\n")
         (run / "nginx.conf").write_text(
-            nginx_config(zones, run, web_root, tls.zone_certs, tls.web_key_file, tls.badcert)
+            nginx_config(
+                zones, run, web_root, tls.zone_certs, tls.web_key_file, tls.badcert, self.config.settings.web.http3
+            )
         )
+        if self.config.settings.web.http3:  # the synthetic web only (no waits): its files answered by the front
+            addresses = self.config.addresses.web(self.config.settings.web_addresses)
+            files = front_files(web_root, list(tls.zone_certs))
+            write_front(run, front_config(addresses, tls.zone_certs, tls.web_key_file, run, files), helper())
 
     def _start_and_wait(self, daemons: list[Daemon], endpoints: list[Endpoint], wait: float) -> None:
         """Start the daemons in order, record them, then wait up to `wait` s for every endpoint to accept."""

@@ -1,9 +1,10 @@
-"""nginx configuration: every lab hostname over HTTPS with HTTP/2."""
+"""nginx configuration: every lab hostname over HTTPS with HTTP/2 (and, with the HTTP/3 front, its upstream)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from harness.lab.h3front import ALT_SVC, UPSTREAM
 from harness.lab.zones import LAB_ZONE, ZoneData
 
 #: nginx's worker processes, one per core of the machine this was measured on; the replay server runs as many,
@@ -24,6 +25,9 @@ STATE_HEADERS = {
     "cached": 'Cache-Control "max-age=3600"',
     "alt-svc": "Alt-Svc 'h3=\":443\"; ma=3600'",
 }
+#: Every visit starts a fresh browser; no cache hides a lookup.
+CACHE_CONTROL = "no-store"
+MIME_TYPES = "/etc/nginx/mime.types"
 
 
 def nginx_config(
@@ -33,18 +37,25 @@ def nginx_config(
     certs: dict[str, Path],
     web_key: Path,
     badcert: tuple[str, Path, Path],
+    http3: bool = False,
 ) -> str:
     """One server block per zone, on the address that zone's names resolve to.
 
     ``certs`` maps a zone to its certificate (the zone and *.zone); all web
     certificates share ``web_key``. ``badcert`` is (address, cert, key) of a
-    server whose certificate comes from a CA no client trusts.
+    server whose certificate comes from a CA no client trusts. ``http3``: the
+    HTTP/3 front runs (harness/lab/h3front.py): every zone also listens on its
+    loopback upstream, and every answer carries ``Alt-Svc`` but those of a zone
+    whose HTTPS kind is "none" (harness/lab/svcb.py).
     """
     out = _head(run)
+    if http3:
+        out.append(f"  add_header Alt-Svc '{ALT_SVC}' always;")
     for zone in zones.records:
         addresses = _served_addresses(zones, zone)
         if addresses and zone in certs:
-            out.append(_zone_server(zone, addresses, web_root, certs[zone], web_key))
+            silent = http3 and zones.https.get(zone) == "none"
+            out.append(_zone_server(zone, addresses, web_root, certs[zone], web_key, http3, silent))
     out.append(_badcert_server(badcert, web_root))
     out.append("}")
     return "\n".join(out) + "\n"
@@ -60,7 +71,7 @@ def _head(run: Path) -> list[str]:
         f"error_log {run}/logs/nginx-error.log warn;",
         "events { worker_connections 8192; }",
         "http {",
-        "  include /etc/nginx/mime.types;",
+        f"  include {MIME_TYPES};",
         "  default_type application/octet-stream;",
         # The last two: the connection's serial number, and "r" if its TLS session was resumed ("." if not).
         '  log_format lab \'$time_iso8601 $remote_addr $ssl_server_name $server_protocol "$request" '
@@ -76,8 +87,7 @@ def _head(run: Path) -> list[str]:
         "  server_names_hash_max_size 65536;",
         "  server_names_hash_bucket_size 128;",
         f"  ssl_protocols {SSL_PROTOCOLS};",
-        # Every visit starts a fresh browser; no cache hides a lookup.
-        '  add_header Cache-Control "no-store" always;',
+        f'  add_header Cache-Control "{CACHE_CONTROL}" always;',
         "  keepalive_timeout 65s;",
     ]
 
@@ -88,10 +98,19 @@ def _served_addresses(zones: ZoneData, zone: str) -> list[str]:
     return sorted(set(names.values()) & set(_web_addresses(zones, zone)))
 
 
-def _zone_server(zone: str, addresses: list[str], web_root: Path, cert: Path, key: Path) -> str:
-    """The server block of one zone (the zone and *.zone), listening on each of its addresses."""
+def _zone_server(
+    zone: str, addresses: list[str], web_root: Path, cert: Path, key: Path, http3: bool, silent: bool = False
+) -> str:
+    """The server block of one zone (the zone and *.zone), listening on each of its addresses (and on the
+    HTTP/3 front's upstream, where the zone is picked by the Host the front passes on). ``silent``: the zone
+    does not announce HTTP/3; an add_header of its own stops nginx inheriting the http block's (Alt-Svc with
+    them), so it repeats Cache-Control alone."""
     listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
-    pages = web_root / "pages" / zone if zone != LAB_ZONE else web_root / "lab"
+    if http3:
+        listens += f"    listen {UPSTREAM[0]}:{UPSTREAM[1]};\n"
+    if silent:
+        listens += f'    add_header Cache-Control "{CACHE_CONTROL}" always;\n'
+    pages = _zone_root(web_root, zone)
     return (
         "  server {\n" + listens + f"    server_name {zone} *.{zone};\n"
         f"    ssl_certificate {cert};\n"
@@ -110,9 +129,25 @@ def _state_locations() -> str:
 
     out = f"    location = {STATE_PREFIX} {{ {page('state')} }}\n"
     for name, header in STATE_HEADERS.items():
-        keep = "" if name == "cached" else 'add_header Cache-Control "no-store" always; '
+        keep = "" if name == "cached" else f'add_header Cache-Control "{CACHE_CONTROL}" always; '
         out += f"    location = {STATE_PREFIX}{name} {{ add_header {header} always; {keep}{page(name)} }}\n"
     return out
+
+
+def _zone_root(web_root: Path, zone: str) -> Path:
+    """The `root` of a zone's server block."""
+    return web_root / "pages" / zone if zone != LAB_ZONE else web_root / "lab"
+
+
+def front_files(web_root: Path, zones: list[str]) -> dict:
+    """What the zones' server blocks serve from files, as the HTTP/3 front reads it (h3front/files.go): each
+    zone's root, the shared objects (`location /o/`), the MIME types and the headers nginx adds."""
+    return {
+        "mime_types": MIME_TYPES,
+        "sites": [{"names": [zone, f"*.{zone}"], "root": str(_zone_root(web_root, zone))} for zone in zones],
+        "shared": {"/o/": str(web_root)},
+        "add_headers": [["Cache-Control", CACHE_CONTROL], ["Alt-Svc", ALT_SVC]],
+    }
 
 
 def _badcert_server(badcert: tuple[str, Path, Path], web_root: Path) -> str:

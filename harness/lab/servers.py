@@ -18,6 +18,7 @@ from harness.daemons import Daemon
 from harness.lab import faults, upstream
 from harness.lab.certificates import LabTls
 from harness.lab.config import LabConfig, RecursiveResolver
+from harness.lab.h3front import READY, front_argv
 from harness.lab.replayweb import ReplayWeb
 from harness.lab.unbound import DOH3_PORT, DOQ_PORT, authoritative_config, nodelay_env, openssl_conf, resolver_config
 from harness.lab.zones import resolver_tls_name
@@ -132,7 +133,7 @@ class LabServers:
         return self._daemon(f"quic-{name}", account.run_as(argv), [f"{addr}:{DOQ_PORT}/udp", f"{addr}:{DOH3_PORT}"])
 
     def _web(self) -> ServerDaemons:
-        """One nginx for every web address and badcert."""
+        """One nginx for every web address and badcert; with `http3` under `[web]`, the HTTP/3 front beside it."""
         plan, run = self.config.addresses, self.run_dir
         web_addrs = plan.web(self.config.settings.web_addresses)
         nginx = self._daemon(
@@ -141,7 +142,12 @@ class LabServers:
             [f"{a}:443" for a in web_addrs + [plan.badcert]],
         )
         # One nginx listens on all web addresses: waiting for the first stands for the rest.
-        return [nginx], [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
+        endpoints = [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
+        if not self.config.settings.web.http3:
+            return [nginx], endpoints
+        conf = run / "h3front.json"  # written with nginx.conf (harness/lab/lab.py)
+        front = self._daemon("h3front", front_argv(conf, helper()), [f"{a}:443/udp" for a in web_addrs])
+        return [nginx, front], endpoints + [READY]
 
     def _replay(self, tls: LabTls) -> ServerDaemons:
         """The replay server and its nginx front on the archive's lab addresses (none for the synthetic web)."""

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.lab.config import LabConfig
+from harness.lab.svcb import Kind, https_rdata, load_shares, site_kinds
 
 LAB_ZONE = "lab.test"
 
 
 @dataclass(frozen=True)
 class ZoneData:
-    """Every A record of the lab, grouped by the zone (registered domain) that holds it."""
+    """Every A record of the lab, grouped by the zone (registered domain) that holds it, and the kind of HTTPS
+    record each zone of the synthetic web was given (harness/lab/svcb.py; none with `https_records` off)."""
 
     records: dict[str, dict[str, str]]  # zone -> {hostname: address}
+    https: dict[str, Kind] = field(default_factory=dict)  # zone -> "record", "alt_svc" or "none"
 
     def address_of(self, hostname: str) -> str | None:
         for names in self.records.values():
@@ -25,6 +28,15 @@ class ZoneData:
     @property
     def count(self) -> int:
         return sum(len(names) for names in self.records.values())
+
+    def https_records(self) -> dict[str, str]:
+        """hostname -> the data of its HTTPS record, for every hostname of a zone of kind "record"."""
+        return {
+            host: https_rdata(addr)
+            for zone, kind in self.https.items()
+            if kind == "record"
+            for host, addr in self.records[zone].items()
+        }
 
 
 def web_address(config: LabConfig, domain: str) -> str:
@@ -59,7 +71,11 @@ def build_zones(config: LabConfig, host_domain: dict[str, str]) -> ZoneData:
     records: dict[str, dict[str, str]] = {LAB_ZONE: infrastructure_names(config)}
     for host, domain in sorted(host_domain.items()):
         records.setdefault(domain, {})[host] = web_address(config, domain)
-    return ZoneData(records)
+    web = config.settings.web
+    if not web.https_records:
+        return ZoneData(records)
+    domains = sorted(set(host_domain.values()))
+    return ZoneData(records, site_kinds(web.seed, domains, load_shares(web.https_records)))
 
 
 #: A name whose TXT answer (about 2 KB) does not fit a 1232-byte EDNS UDP
@@ -75,6 +91,7 @@ def unbound_local_data(zones: ZoneData, ttl: int = 3600) -> str:
         lines.append(f'local-zone: "{zone}." static')
         for host, addr in names.items():
             lines.append(f'local-data: "{host}. {ttl} IN A {addr}"')
+    lines += [f"local-data: '{host}. {ttl} IN HTTPS {data}'" for host, data in zones.https_records().items()]
     lines += [f"local-data: '{BIG_NAME}. {ttl} IN TXT \"{text}\"'" for text in BIG_TXT]
     return "\n".join(lines) + "\n"
 
@@ -89,5 +106,6 @@ def root_zone_file(zones: ZoneData, auth_address: str, ttl: int = 300) -> str:
     for names in zones.records.values():
         for host, addr in names.items():
             lines.append(f"{host}. IN A {addr}")
+    lines += [f"{host}. IN HTTPS {data}" for host, data in zones.https_records().items()]
     lines += [f'{BIG_NAME}. IN TXT "{text}"' for text in BIG_TXT]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,110 @@
+// h3fetch: the time per request of the lab web over HTTP/2 and over HTTP/3, one client for both
+// (benchmarks/h3_front.py runs it in a lab's client namespace).
+//
+// Every URL is fetched once over each protocol (connections up and warm), then `-rounds` times,
+// one request at a time, alternating the protocol round by round. It prints one JSON object:
+// {"h2": [ms, ...], "h3": [ms, ...]}, each request's time from sending it to its body's last byte.
+//
+//	h3fetch -ca ca.pem -rounds 5 URL...
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/quic-go/quic-go/http3"
+)
+
+// get fetches url and reads its body; an answer other than 200 is an error.
+func get(client *http.Client, url string, proto int) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != proto {
+		return fmt.Errorf("%s: %s over %s", url, resp.Status, resp.Proto)
+	}
+	return nil
+}
+
+// timed fetches every URL once over client and returns each request's milliseconds.
+func timed(client *http.Client, urls []string, proto int) ([]float64, error) {
+	out := make([]float64, 0, len(urls))
+	for _, url := range urls {
+		start := time.Now()
+		if err := get(client, url, proto); err != nil {
+			return nil, err
+		}
+		out = append(out, float64(time.Since(start).Nanoseconds())/1e6)
+	}
+	return out, nil
+}
+
+func clients(caFile string) (map[string]*http.Client, map[string]int, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("%s: no certificate", caFile)
+	}
+	h2 := &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: roots},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 4,
+		DisableCompression:  true,
+	}
+	h3 := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableCompression: true}
+	return map[string]*http.Client{"h2": {Transport: h2}, "h3": {Transport: h3}}, map[string]int{"h2": 2, "h3": 3}, nil
+}
+
+func run(caFile string, rounds int, urls []string) error {
+	byProto, major, err := clients(caFile)
+	if err != nil {
+		return err
+	}
+	order := []string{"h2", "h3"}
+	times := map[string][]float64{"h2": {}, "h3": {}}
+	for _, proto := range order { // warm: every connection up before timing
+		if _, err := timed(byProto[proto], urls, major[proto]); err != nil {
+			return err
+		}
+	}
+	for round := 0; round < rounds; round++ {
+		for i := range order {
+			proto := order[(round+i)%len(order)] // who goes first alternates
+			t, err := timed(byProto[proto], urls, major[proto])
+			if err != nil {
+				return err
+			}
+			times[proto] = append(times[proto], t...)
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(times)
+}
+
+func main() {
+	ca := flag.String("ca", "", "the lab CA (PEM)")
+	rounds := flag.Int("rounds", 5, "timed passes over the URLs per protocol")
+	flag.Parse()
+	if *ca == "" || flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: h3fetch -ca CA [-rounds N] URL...")
+		os.Exit(2)
+	}
+	if err := run(*ca, *rounds, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "h3fetch:", err)
+		os.Exit(1)
+	}
+}
