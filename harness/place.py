@@ -17,12 +17,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
 from harness import netns, protocols
 from harness.errors import HarnessError
 from harness.replay.events import ReplayEvents, ReplayWindow
+
+if TYPE_CHECKING:
+    from harness.lab.querylog import Reply
 
 # Interface names, the same in every place: they live inside the place's namespaces,
 # so two places never collide on them.
@@ -237,6 +240,19 @@ class Place(ABC):
         """What its web replayed since ``window`` opened: misses, fuzzy matches, errors, filled bodies, and
         the names its DNS did not hold."""
         return ReplayEvents()
+
+    def dns_window(self) -> dict[Path, int] | None:
+        """Open a window on the replies its resolvers log from now (for `dns_replies`), or None where the place
+        keeps no log of its resolvers' replies (the Internet side's resolvers are not its own)."""
+        return None
+
+    def dns_replies(self, window: dict[Path, int]) -> list[Reply]:
+        """The replies for a page's names its resolvers logged since ``window`` opened."""
+        return []
+
+    def https_record_owners(self) -> frozenset[str] | None:
+        """The names its zones give an HTTPS record (RFC 9460), or None where the zones are not its own."""
+        return None
 
     def faults_touching(self, resolver: str, protocol: str) -> list[str]:
         """The names of the faults a visit to ``resolver`` over ``protocol`` meets now (what its record keeps)."""

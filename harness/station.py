@@ -33,7 +33,8 @@ from harness.shaping.link_profile import LinkProfile, load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.study import Study
 from harness.timer import PairTimings, TimerSettings, time_pairs
-from harness.visit import Visitor, VisitResult
+from harness.visit import Visitor
+from harness.visit_record import VisitResult
 
 
 class CrawlHalted(HarnessError):

@@ -12,8 +12,9 @@ import json
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import __version__
 from harness.arms import DnsArm, arm_class, make_arm
@@ -32,10 +33,15 @@ from harness.browser.registry import DEFAULT_BROWSER, make_browser
 from harness.browser.starting import BrowserStart, browser_life, start_browser
 from harness.daemon_watch import DaemonWatch, place_problem
 from harness.errors import HarnessError, require_root
+from harness.https_use import https_use_record
 from harness.outcome import ErrorClass, Outcome, Signals, classify, page_outcome
 from harness.place import Place
 from harness.replay.events import ReplayEvents, replay_record
 from harness.shaping.shaper import Shaper, shape
+from harness.visit_record import VisitResult
+
+if TYPE_CHECKING:
+    from harness.lab.querylog import Reply
 
 #: Navigation Timing and BiDi onLoad differ by clock domains and event dispatch;
 #: beyond this they disagree and the record says so.
@@ -44,72 +50,6 @@ ONLOAD_TOLERANCE_MS = 50.0
 RESOLVER_CONNECTIONS = ("cold", "warm")
 #: What the warm-up query asks for: a name no page uses (RFC 6761 reserves .invalid), answered by the resolver.
 WARM_UP_NAME = "dnsstudy-warm-up.invalid"
-
-
-@dataclass
-class VisitResult:
-    """The record of one visit (what `dnsstudy visit` prints and the store keeps)."""
-
-    visit_id: str
-    url: str
-    protocol: str
-    resolver: str
-    network: str
-    started_at: str
-    error_class: str
-    detail: str
-    paper_2019: str
-    counted: bool  # False: a harness failure, never a protocol result
-    on_load_ms: float | None  # Navigation Timing (successful visits only)
-    on_content_load_ms: float | None  # DOMContentLoaded
-    bidi_on_load_ms: float | None  # BiDi load - navigationStarted, the cross-check
-    on_load_agrees: bool | None
-    wall_s: float
-    phases: dict[str, float]
-    signal: dict  # the raw signals the class was decided from
-    proof: dict
-    arm: dict
-    har_path: str | None
-    har_entries: int
-    har_problem: str | None
-    next_hop_protocol: str | None
-    timeout_s: float
-    versions: dict = field(default_factory=dict)
-    link: dict = field(default_factory=dict)  # the shaping applied: profile, backend, fingerprint
-    browser_dns: dict = field(default_factory=dict)  # the DNS preference profile and the values the browser ran with
-    fcp_ms: float | None = None  # First Contentful Paint, as the page's Performance Timeline reports it
-    lcp_ms: float | None = None  # Largest Contentful Paint (its last candidate)
-    # The place's faults this visit met (harness/lab/faults.py), by name: all at its resolver, on its protocol
-    # or on its certificate. A crawl runs beside no fault but those its study declares.
-    faults: list[str] = field(default_factory=list)
-    # The visit's browser life: a new browser ("fresh", or "fresh settled 3 s" when it waited before navigating),
-    # or one that serves many ("reused warm-started": it loaded the warm-up page first; "reused": it did not).
-    browser_session: str = "fresh"
-    session_ordinal: int = 1  # the visit's place in its browser's life (1: the browser's first visit)
-    browser_restart: str | None = None  # why this visit's browser replaced the one before (a reused session)
-    browser_settle_s: float = 0.0  # how long the fresh browser waited after its start before navigating
-    browser_start_retries: list[str] = field(default_factory=list)  # failed starts retried within the visit
-    browser_warmup: dict | None = None  # the warm-up its reused browser's start ran (the browser's first visit)
-    resolver_connection: str = "cold"  # the connection to the resolver was opened by the visit, or before it
-    warm_up: str | None = None  # the warm-up query's failure, if it failed
-    resolver_handshakes: int | None = None  # new connections to the resolver during the visit (TCP transports)
-    first_query_open: bool | None = None  # the visit's first query went on a connection open before it
-    # The browser's connections to the resolver closed before a cold visit's window (its new process's or user
-    # context's: `DnsArm.reset_connection`); None: nothing was reset (fresh, warm, or not the browser's first).
-    resolver_connections_closed: int | None = None
-    # On a web replayed from an archive (docs/replay.md): requests the archive could not answer, and those
-    # answered with a recorded query string that differed. None: the place served no archive.
-    replay_misses: int | None = None
-    replay_fuzzy: int | None = None
-    # Answers the replay could not give as recorded ({"url", "reason"}), and answers whose body was made up at
-    # import (the HAR held none): a page whose own document was not replayed as recorded is the replay's
-    # Infrastructure Failure.
-    replay_errors: list[dict[str, str]] | None = None
-    replay_filled: int | None = None
-    replay_dns_misses: list[str] | None = None  # names the page asked that the archive does not hold (NXDOMAIN)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -133,6 +73,7 @@ class _Observed:
     warm_up: str | None = None  # the warm-up query's failure (a warm connection), if it failed
     start: BrowserStart = field(default_factory=BrowserStart)  # the browser's start: retries, settling
     connections_closed: int | None = None  # the browser's resolver connections closed before the window
+    dns_replies: list[Reply] | None = None  # the place's resolvers' replies for the page's names (None: no log)
 
     @property
     def unmeasured(self) -> str | None:
@@ -274,10 +215,11 @@ class Visitor:
         if prepared:
             self._reset_connection(arm, seen)
         arm.begin_visit()
-        window = self.place.replay_window()
+        window, dns_window = self.place.replay_window(), self.place.dns_window()
         with DaemonWatch(self.place) as watch:
             seen.report = self._load(url, arm, seen, prepared).add_phases(seen.report.phases)
         seen.replay = self.place.replay_events(window) if window else None
+        seen.dns_replies = self.place.dns_replies(dns_window) if dns_window is not None else None
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None
@@ -389,19 +331,7 @@ class Visitor:
             on_load_agrees=agrees,
             wall_s=round(wall_s, 3),
             phases={k: round(v, 3) for k, v in report.phases.items()},
-            signal={
-                "exception": report.exception,
-                "message": report.message,
-                "document_uri": report.document_uri,
-                "driver_failure": report.driver_failure,
-                "watchdog_fired": report.watchdog_fired,
-                "arm_problem": seen.arm_problem,
-                "link_problem": seen.link_problem,
-                "place_problem": seen.place_problem,
-                "trr_failure": report.trr_failure,
-                "net_error": report.net_error,
-                "authentication_failed": seen.authentication_failed,
-            },
+            signal=_signal(seen),
             proof=proof.to_dict(),
             arm=arm.describe(),
             har_path=str(har.path) if har.path else None,
@@ -416,6 +346,7 @@ class Visitor:
             **self._session_record(arm, seen),
             **replay_record(seen.replay, self.browser.own_names),
             **_paint_metrics(report.paint, outcome),
+            **https_use_record(har.data, seen.url, seen.dns_replies, self.place.https_record_owners()),
         )
 
     def _session_record(self, arm: DnsArm, seen: _Observed) -> dict:
@@ -441,6 +372,24 @@ class Visitor:
         """The DNS preference profile, the values read back from the running browser, and any that differ."""
         differs = sorted(n for n, v in self.browser.dns_settings.items() if read and read.get(n) != v)
         return {"profile": self.browser.browser_dns, "values": read, "differs": differs}
+
+
+def _signal(seen: _Observed) -> dict:
+    """The raw signals a visit's class was decided from, as its record keeps them."""
+    report = seen.report
+    return {
+        "exception": report.exception,
+        "message": report.message,
+        "document_uri": report.document_uri,
+        "driver_failure": report.driver_failure,
+        "watchdog_fired": report.watchdog_fired,
+        "arm_problem": seen.arm_problem,
+        "link_problem": seen.link_problem,
+        "place_problem": seen.place_problem,
+        "trr_failure": report.trr_failure,
+        "net_error": report.net_error,
+        "authentication_failed": seen.authentication_failed,
+    }
 
 
 def _paint_metrics(paint: dict, outcome: Outcome) -> dict:  # fcp_ms, lcp_ms: float | None

@@ -40,7 +40,8 @@ from harness.shaping.link_profile import LinkProfile
 from harness.shaping.shaper import Shaper
 from harness.station import Station
 from harness.study import Study
-from harness.visit import Visitor, VisitResult
+from harness.visit import Visitor
+from harness.visit_record import VisitResult
 
 
 @dataclass

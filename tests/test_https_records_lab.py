@@ -1,6 +1,7 @@
-"""HTTPS records in a real lab (issue 43, item 2): profiles/lab/https-records.toml, its resolvers answering each
-site's record, and Firefox told to use HTTP/3 making its first connection to a site with an `alpn=h3` record
-over HTTP/3, to an Alt-Svc-only site over HTTP/2 first, and never to a site with neither."""
+"""HTTPS records in a real lab (issue 43, items 2 and 3): profiles/lab/https-records.toml, its resolvers answering
+each site's record, and Firefox told to use HTTP/3 making its first connection to a site with an `alpn=h3` record
+over HTTP/3 on every arm, to an Alt-Svc-only site over HTTP/2 first, and never to a site with neither; each
+visit's record saying which host's record was asked, answered and used."""
 
 from __future__ import annotations
 
@@ -60,24 +61,35 @@ def test_both_resolvers_answer_a_record_site_s_https_record_and_nothing_for_the_
             assert _https_answer(records_lab, _site_of_kind(records_lab, kind), resolver) == []
 
 
-def _first_versions(lab, tmp_path: Path, site: str, protocol: str) -> tuple[list[str], dict[str, str]]:
-    """The HTTP version of each of the site's own requests in order, and its first answer's headers."""
+def _first_versions(lab, tmp_path: Path, site: str, protocol: str) -> tuple[list[str], dict[str, str], dict]:
+    """The HTTP version of each of the site's own requests in order, its first answer's headers, and what the
+    visit's record says of the site's host (harness/https_use.py)."""
     visitor = Visitor(lab, tmp_path / site, timeout=30.0, margin=10.0, browser_dns=_browser_dns(tmp_path, FALLBACK))
     result = visitor.visit_once(f"https://{site}/", protocol, "near")
     assert result.error_class == "Successful", result
     own = [e for e in _entries(result.har_path) if e["request"]["url"].split("/")[2] == site]
     headers = {h["name"].lower(): h["value"] for h in own[0]["response"]["headers"]}
-    return [e["response"]["httpVersion"] for e in own], headers
+    assert result.https_hosts is not None and result.page_hosts == len(result.https_hosts), result
+    host = next(h for h in result.https_hosts if h["host"] == site)
+    assert result.first_h3 == (host["first_version"] == "h3"), result  # the page's document is the site's host
+    return [e["response"]["httpVersion"] for e in own], headers, {**host, "first_h3": result.first_h3}
 
 
-@pytest.mark.parametrize("protocol", ["do53", "doh"])
+@pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
 def test_firefox_s_first_connection_to_a_site_with_an_h3_record_is_http3(records_lab, tmp_path, protocol):
-    versions, _ = _first_versions(records_lab, tmp_path, _site_of_kind(records_lab, "record"), protocol)
+    """On every arm (its proof holding: the HTTPS queries took the arm's transport, as every other query), the
+    record is asked, answered and used: the page's first request goes over HTTP/3, and the record says so."""
+    versions, _, host = _first_versions(records_lab, tmp_path, _site_of_kind(records_lab, "record"), protocol)
     assert versions[0] == "HTTP/3", versions
+    assert host["first_h3"] and host["published"] and host["asked"] and host["answered"] and host["used"], host
 
 
 def test_an_alt_svc_only_site_starts_on_http2_and_one_with_neither_stays_there(records_lab, tmp_path):
-    versions, headers = _first_versions(records_lab, tmp_path, _site_of_kind(records_lab, "alt_svc"), "doh")
+    """Firefox asks each site's HTTPS record; none is answered, and the record says the first connection was
+    HTTP/2."""
+    versions, headers, host = _first_versions(records_lab, tmp_path, _site_of_kind(records_lab, "alt_svc"), "doh")
     assert versions[0] == "HTTP/2" and "alt-svc" in headers, versions
-    versions, headers = _first_versions(records_lab, tmp_path, _site_of_kind(records_lab, "none"), "doh")
+    assert host["asked"] and not host["answered"] and host["first_version"] == "h2" and not host["first_h3"], host
+    versions, headers, host = _first_versions(records_lab, tmp_path, _site_of_kind(records_lab, "none"), "doh")
     assert set(versions) == {"HTTP/2"} and "alt-svc" not in headers, versions
+    assert host["asked"] and not host["published"] and not host["used"], host

@@ -23,7 +23,8 @@ from harness.lab.replayweb import events_log
 from harness.replay.archive import Archive, write_site
 from harness.replay.compare import dns_differences, page_differences, summarise_har
 from harness.replay.recorder import resolve
-from harness.visit import Visitor, VisitResult
+from harness.visit import Visitor
+from harness.visit_record import VisitResult
 from tests.conftest import replaying_lab
 from tests.helpers import CLI_ENV, DNSSTUDY, wait_for
 

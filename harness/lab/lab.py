@@ -30,7 +30,7 @@ from harness.lab.config import LabConfig
 from harness.lab.h3front import H3FRONT, front_config, write_front
 from harness.lab.nginx import front_files, nginx_config
 from harness.lab.pageshape import load_page_shape
-from harness.lab.querylog import log_sizes, nxdomain_names
+from harness.lab.querylog import Reply, log_sizes, nxdomain_names, page_replies
 from harness.lab.replayweb import ReplayWeb, events_log
 from harness.lab.servers import DNSPROXY, Endpoint, LabServers
 from harness.lab.state import LabStatus, lab_status, load_daemons, save_state
@@ -41,6 +41,7 @@ from harness.lab.zones import (
     LAB_ZONE,
     ZoneData,
     build_zones,
+    https_record_owners,
     infrastructure_names,
     resolver_tls_name,
     root_zone_file,
@@ -254,8 +255,7 @@ class Lab(Place):
         """A window on the replay server's events and the resolvers' replies from now; None: no archive served."""
         if self.archive_dir is None:
             return None
-        logs = [self.run_dir / "logs" / f"resolver-{r.name}.log" for r in self.config.settings.resolvers]
-        return ReplayWindow(time.time(), log_sizes(logs))
+        return ReplayWindow(time.time(), log_sizes(self._resolver_logs()))
 
     def replay_events(self, window: ReplayWindow) -> ReplayEvents:
         """The replay server's events since ``window`` opened, and the names the lab's resolvers answered
@@ -264,10 +264,26 @@ class Lab(Place):
         seen.dns_misses = nxdomain_names(window.log_sizes)
         return seen
 
+    def dns_window(self) -> dict[Path, int]:
+        """Where each resolver's reply log stands now (harness/lab/querylog.py)."""
+        return log_sizes(self._resolver_logs())
+
+    def dns_replies(self, window: dict[Path, int]) -> list[Reply]:
+        """The replies for a page's names the lab's resolvers logged since ``window`` opened."""
+        return page_replies(window)
+
+    def https_record_owners(self) -> frozenset[str]:
+        """The names the lab's root zone (the synthetic web's, or an archive's) gives an HTTPS record."""
+        zone = self.run_dir / "root.zone"
+        return https_record_owners(zone.read_text()) if zone.exists() else frozenset()
+
     def replay_web(self) -> ReplayWeb | None:
         """The archive's web as placed in this lab, if it replays one."""
         archive = self.archive_dir
         return ReplayWeb.plan(self.config, archive) if archive else None
+
+    def _resolver_logs(self) -> list[Path]:
+        return [self.run_dir / "logs" / f"resolver-{r.name}.log" for r in self.config.settings.resolvers]
 
     def _prepare_run_dir(self) -> None:
         """Make the run directories and an empty state file."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 #: "[1764281234] unbound[12:0] info: 198.18.0.2 a.test. A IN NXDOMAIN 0.000 0 40", or with log-time-ascii
 #: "Nov 27 22:10:11 unbound[12:0] info: ...".
@@ -37,27 +38,41 @@ def log_sizes(logs: Iterable[Path]) -> dict[Path, int]:
     return {log: log.stat().st_size if log.exists() else 0 for log in logs}
 
 
+class Reply(NamedTuple):
+    """One reply a lab resolver logged for a page's name: the name (lower case, no final dot), type, rcode."""
+
+    name: str
+    type: str  # "A", "AAAA", "HTTPS" (unbound before 1.18 writes "TYPE65")
+    rcode: str  # "NOERROR", "NXDOMAIN", "SERVFAIL", ...
+
+
 def nxdomain_names(opened: Mapping[Path, int]) -> list[str]:
     """The names (sorted, each once) answered NXDOMAIN in each log past its length ``opened`` (`log_sizes`),
     up to now."""
-    names: set[str] = set()
+    return sorted({r.name for r in page_replies(opened) if r.rcode == "NXDOMAIN"})
+
+
+def page_replies(opened: Mapping[Path, int]) -> list[Reply]:
+    """Every reply for a page's name (the lab's own and the harness's names left out) of a page type, logged in
+    each log past its length ``opened`` (`log_sizes`) up to now, in each log's order."""
+    replies: list[Reply] = []
     for log, offset in opened.items():
         if log.exists():
-            names |= _nxdomains(log, offset)
-    return sorted(names)
+            replies += _replies(log, offset)
+    return replies
 
 
-def _nxdomains(log: Path, offset: int) -> set[str]:
-    found = set()
+def _replies(log: Path, offset: int) -> list[Reply]:
+    found = []
     with log.open("rb") as f:
         f.seek(offset)
         for raw in f:
             if not raw.endswith(b"\n"):
                 break  # a line still being written: past the window
             m = _REPLY.match(raw.decode(errors="replace"))
-            if not m or m["rcode"] != "NXDOMAIN" or m["type"] not in PAGE_TYPES:
+            if not m or m["type"] not in PAGE_TYPES:
                 continue
             name = m["name"].lower()
             if not ("." + name).endswith(NOT_PAGES):
-                found.add(name)
+                found.append(Reply(name, "HTTPS" if m["type"] == "TYPE65" else m["type"], m["rcode"]))
     return found

@@ -109,3 +109,14 @@ def root_zone_file(zones: ZoneData, auth_address: str, ttl: int = 300) -> str:
     lines += [f"{host}. IN HTTPS {data}" for host, data in zones.https_records().items()]
     lines += [f'{BIG_NAME}. IN TXT "{text}"' for text in BIG_TXT]
     return "\n".join(lines) + "\n"
+
+
+def https_record_owners(zone_file: str) -> frozenset[str]:
+    """The names (lower case, no final dot) that hold an HTTPS record in a zone file `root_zone_file` wrote."""
+    owners = set()
+    for line in zone_file.splitlines():
+        fields = line.split()  # "owner [ttl] IN type data"
+        klass = 1 if fields[1:2] == ["IN"] else 2
+        if fields[klass : klass + 2] == ["IN", "HTTPS"]:
+            owners.add(fields[0].rstrip(".").lower())
+    return frozenset(owners)

@@ -33,6 +33,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from harness.errors import HarnessError
+from harness.http_versions import canonical_version
 from harness.replay.archive import INDEX, Archive, DnsAnswer, Exchange, SiteRecord, write_site
 from harness.replay.filler import filled_body
 
@@ -42,18 +43,8 @@ SYNTHETIC_POOL = ipaddress.IPv4Network("100.64.0.0/10")
 DEFAULT_TTL = 300
 #: An HTTP header name (RFC 9110's token); HTTP/2 pseudo-headers (":status") are not headers either.
 TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-#: Version strings by what they begin with, after lower-casing: every writer's spelling of each version.
-VERSIONS = [
-    (re.compile(r"^(h3|http/3|quic|http/2\+quic)"), "HTTP/3"),
-    (re.compile(r"^(h2|http/2|spdy)"), "HTTP/2.0"),
-    (re.compile(r"^http/1\.1$"), "HTTP/1.1"),
-    (re.compile(r"^http/1(\.0)?$"), "HTTP/1.0"),
-    (re.compile(r"^http/0\.9$"), "HTTP/1.0"),
-]
 #: Statuses whose body no browser shows: missing from a HAR (Chrome saves no redirect's), replayed empty.
 BODILESS = {204, 304} | set(range(100, 200)) | set(range(300, 400))
-#: Version strings that say nothing (a cached entry, a tool that did not know): the other side's, else 1.1.
-UNKNOWN_VERSIONS = {"", "unknown", "-"}
 
 
 @dataclass(frozen=True)
@@ -214,15 +205,15 @@ def _decode(text: str, encoding: str | None, where: str) -> bytes:
 
 
 def _version(response: dict, request: dict, where: str) -> str:
-    """The HTTP version the response came over, from any writer's spelling of it."""
+    """The HTTP version the response came over, from any writer's spelling of it: the response's, else the
+    request's, else 1.1 (a cached entry, a tool that did not know)."""
     for spelling in (response.get("httpVersion"), request.get("httpVersion")):
-        text = str(spelling or "").strip().lower()
-        if text in UNKNOWN_VERSIONS:
-            continue
-        for pattern, version in VERSIONS:
-            if pattern.match(text):
-                return version
-        raise HarnessError(f"{where}: HTTP version {spelling!r} is unknown")
+        try:
+            version = canonical_version(spelling)
+        except ValueError as exc:
+            raise HarnessError(f"{where}: {exc}") from None
+        if version is not None:
+            return version
     return "HTTP/1.1"
 
 

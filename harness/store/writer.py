@@ -176,45 +176,12 @@ class StoreWriter:
 
     def _complete_one(self, study_id: str, completed: CompletedVisit) -> None:
         """One visit planned -> done, inside the caller's transaction; HarnessError if it was done before."""
-        record = completed.record
+        columns = _visit_columns(completed.record)
+        assignments = ", ".join(f"{name} = :{name}" for name in columns)  # our own column names, never data
         done = self.db.execute(
-            "UPDATE visits SET status = 'done', attempts = :attempts, visit_id = :visit_id, "
-            "started_at = :started_at, error_class = :error_class, detail = :detail, paper_2019 = :paper_2019, "
-            "counted = :counted, on_load_ms = :on_load_ms, har_path = :har_path, record = :record, "
-            "fcp_ms = :fcp_ms, lcp_ms = :lcp_ms, dcl_ms = :dcl_ms, browser_session = :browser_session, "
-            "session_ordinal = :session_ordinal, resolver_connection = :resolver_connection, "
-            "resolver_handshakes = :resolver_handshakes, first_query_open = :first_query_open, "
-            "replay_misses = :replay_misses, replay_fuzzy = :replay_fuzzy, replay_errors = :replay_errors, "
-            "replay_filled = :replay_filled, replay_dns_misses = :replay_dns_misses "
+            f"UPDATE visits SET status = 'done', attempts = :attempts, {assignments} "
             "WHERE study_id = :study_id AND ordinal = :ordinal AND status = 'planned'",
-            {
-                "attempts": completed.attempts,
-                "visit_id": record["visit_id"],
-                "started_at": record["started_at"],
-                "error_class": record["error_class"],
-                "detail": record["detail"],
-                "paper_2019": record["paper_2019"],
-                "counted": int(record["counted"]),
-                "on_load_ms": record["on_load_ms"],
-                "har_path": record.get("har_path"),
-                "record": json.dumps(record),
-                "fcp_ms": record.get("fcp_ms"),
-                "lcp_ms": record.get("lcp_ms"),
-                # DOMContentLoaded counts as a load metric of Successful visits only, like onLoad.
-                "dcl_ms": record.get("on_content_load_ms") if record["on_load_ms"] is not None else None,
-                "browser_session": record.get("browser_session", "fresh"),
-                "session_ordinal": record.get("session_ordinal"),
-                "resolver_connection": record.get("resolver_connection", "cold"),
-                "resolver_handshakes": record.get("resolver_handshakes"),
-                "first_query_open": _flag(record.get("first_query_open")),
-                "replay_misses": record.get("replay_misses"),
-                "replay_fuzzy": record.get("replay_fuzzy"),
-                "replay_errors": _count(record.get("replay_errors")),
-                "replay_filled": record.get("replay_filled"),
-                "replay_dns_misses": _count(record.get("replay_dns_misses")),
-                "study_id": study_id,
-                "ordinal": completed.visit.ordinal,
-            },
+            {**columns, "attempts": completed.attempts, "study_id": study_id, "ordinal": completed.visit.ordinal},
         )
         if done.rowcount != 1:
             raise HarnessError(
@@ -346,3 +313,37 @@ def _count(items: list | None) -> int | None:
 def _flag(value: bool | None) -> int | None:
     """A yes/no/unknown as SQLite holds it."""
     return None if value is None else int(value)
+
+
+def _visit_columns(record: dict) -> dict:
+    """The `visits` columns a done visit's record fills (the whole record goes in `record`)."""
+    return {
+        "visit_id": record["visit_id"],
+        "started_at": record["started_at"],
+        "error_class": record["error_class"],
+        "detail": record["detail"],
+        "paper_2019": record["paper_2019"],
+        "counted": int(record["counted"]),
+        "on_load_ms": record["on_load_ms"],
+        "har_path": record.get("har_path"),
+        "record": json.dumps(record),
+        "fcp_ms": record.get("fcp_ms"),
+        "lcp_ms": record.get("lcp_ms"),
+        # DOMContentLoaded counts as a load metric of Successful visits only, like onLoad.
+        "dcl_ms": record.get("on_content_load_ms") if record["on_load_ms"] is not None else None,
+        "browser_session": record.get("browser_session", "fresh"),
+        "session_ordinal": record.get("session_ordinal"),
+        "resolver_connection": record.get("resolver_connection", "cold"),
+        "resolver_handshakes": record.get("resolver_handshakes"),
+        "first_query_open": _flag(record.get("first_query_open")),
+        "replay_misses": record.get("replay_misses"),
+        "replay_fuzzy": record.get("replay_fuzzy"),
+        "replay_errors": _count(record.get("replay_errors")),
+        "replay_filled": record.get("replay_filled"),
+        "replay_dns_misses": _count(record.get("replay_dns_misses")),
+        "first_h3": _flag(record.get("first_h3")),
+        "page_hosts": record.get("page_hosts"),
+        "https_asked": record.get("https_asked"),
+        "https_answered": record.get("https_answered"),
+        "https_used": record.get("https_used"),
+    }
