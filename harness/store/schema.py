@@ -95,6 +95,15 @@ ADDED_COLUMNS = [
     ("visits", "replay_dns_misses", "INTEGER"),
     # The browser the visit ran in: every visit of a store from before browsers were a factor ran in Firefox.
     ("visits", "browser", "TEXT NOT NULL DEFAULT 'firefox'"),
+    # Today's web (issue 43): the page's document went over HTTP/3 (1) or not (0); the page's hostnames, and of
+    # those how many had their HTTPS record (type 65) asked of the lab's resolvers, answered with a record, and
+    # used (first request over HTTP/3 after the record was answered). NULL: not observed (no HAR; a place without
+    # resolver logs, such as the Internet side).
+    ("visits", "first_h3", "INTEGER"),
+    ("visits", "page_hosts", "INTEGER"),
+    ("visits", "https_asked", "INTEGER"),
+    ("visits", "https_answered", "INTEGER"),
+    ("visits", "https_used", "INTEGER"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]
