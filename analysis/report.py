@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import claim_report, figures, tables
+from analysis import claim_report, figures, https_report, tables
 from analysis.bytecost import DEFAULT_MODEL, load_sizes
 from analysis.formats import number
 from analysis.methods import choose_adjustment, family_sentence, interval_sentence
@@ -77,6 +77,9 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
             sections.append(_protocols(report, results, settings))
             sections.append(_outcomes(report, visits, settings))
             sections += _apart(report, results, networks, settings)
+            h3, written = https_report.section_of(visits, settings, out)  # none where no visit observed it
+            report.tables += written
+            sections += [h3] if h3 else []
         claimed, written = claim_report.section_of(results, settings, out)  # every source, as the studies map
         report.tables += written
         sections.append(claimed)

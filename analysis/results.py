@@ -53,6 +53,11 @@ VISIT_COLUMNS = [
     "replay_errors",
     "replay_filled",
     "replay_dns_misses",
+    "first_h3",
+    "page_hosts",
+    "https_asked",
+    "https_answered",
+    "https_used",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
@@ -72,6 +77,11 @@ OPTIONAL_VISIT_COLUMNS = (
     "replay_errors",
     "replay_filled",
     "replay_dns_misses",
+    "first_h3",
+    "page_hosts",
+    "https_asked",
+    "https_answered",
+    "https_used",
 )
 #: Columns that hold one value in most stores (one study, one crawl's attempts all first, no replay...): the
 #: reader looks for that before reading them (`_uniform_columns`); checking a column costs about a fifth of
@@ -79,6 +89,8 @@ OPTIONAL_VISIT_COLUMNS = (
 OFTEN_UNIFORM = ("study_id", "site_group", "attempts", "counted") + OPTIONAL_VISIT_COLUMNS
 #: Counts that are NULL on most webs (a replayed web's misses, docs/replay.md), read as floats like the metrics.
 COUNT_COLUMNS = ("replay_misses", "replay_fuzzy", "replay_errors", "replay_filled", "replay_dns_misses")
+#: HTTP/3 and the page's HTTPS records (analysis/https_use.py): NULL where not observed, read as floats too.
+H3_COLUMNS = ("first_h3", "page_hosts", "https_asked", "https_answered", "https_used")
 #: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, Firefox
 #: the browser of a store from before browsers were a factor; a store from before browser sessions and
 #: resolver connections were chosen had fresh browsers, cold connections.
@@ -207,7 +219,7 @@ def _read_visits(db: sqlite3.Connection, absent: list[str]) -> pd.DataFrame:
             if column in _CATEGORIES:
                 chunk[column] = chunk[column].astype("category")
         # A chunk whose column is all NULL comes back as object dtype: make every metric float, as one with values is.
-        for column in METRIC_COLUMNS + COUNT_COLUMNS:
+        for column in METRIC_COLUMNS + COUNT_COLUMNS + H3_COLUMNS:
             chunk[column] = chunk[column].astype("float64")
         chunks.append(chunk[VISIT_COLUMNS])
     if not chunks:
