@@ -77,6 +77,25 @@ def test_a_fault_meets_the_visits_at_its_resolver_over_its_protocol_or_every_enc
     assert Fault("drop", "dot", "near", "by hand") == Fault("drop", "dot", "near", "by the crawl of study x")
 
 
+def test_https_answers_can_be_lost_only_where_the_path_reads_a_query_s_type():
+    assert "drop-https:do53" in faults.fault_names()
+    assert not [n for n in faults.fault_names() if n.startswith("drop-https:") and n != "drop-https:do53"]
+    lost = faults.parse_fault("drop-https:do53", "near")
+    assert [p for p in ("do53", "dot", "doh", "doq", "doh3") if lost.touches("near", p)] == ["do53"]
+
+
+def test_the_lost_https_answers_rule_for_a_name_matches_its_end_type_and_class():
+    """The rule of the length of "www.a.test" (12 bytes on the wire) looks right after the question's name."""
+    rules = faults._https_answer_rules("198.18.0.53", 53)
+    assert len(rules) == len(faults.NAME_LENGTHS)
+    wire = b"\x03www\x01a\x04test\x00"
+    question = bytes(8 + 12) + wire + b"\x00\x41\x00\x01"  # UDP header, DNS header, name, type 65, class IN
+    rule = next(r for r in rules if f"@th,{(20 + len(wire) - 1) * 8},40 " in r)
+    offset = int(rule.split("@th,")[1].split(",")[0]) // 8
+    assert question[offset : offset + 5] == bytes.fromhex(faults.HTTPS_QUESTION_TAIL[2:].rjust(10, "0"))
+    assert rule.startswith('oifname "') and "ip saddr 198.18.0.53 udp sport 53 " in rule and rule.endswith(" drop")
+
+
 def test_a_crawl_refuses_a_fault_its_study_does_not_declare_in_one_line_and_leaves_it(tmp_path, place):
     place.applied = [BY_HAND]
     refused, store = crawl(tmp_path, place)

@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import dns.exception
 import dns.message
 import dns.query
 import dns.rdatatype
 import pytest
 
 from harness import netns
+from harness.lab import faults
 from harness.lab.config import load_lab_config
 from harness.lab.svcb import load_shares, site_kinds
 from harness.lab.zones import web_address
@@ -72,7 +74,8 @@ def _first_versions(lab, tmp_path: Path, site: str, protocol: str) -> tuple[list
     assert result.https_hosts is not None and result.page_hosts == len(result.https_hosts), result
     host = next(h for h in result.https_hosts if h["host"] == site)
     assert result.first_h3 == (host["first_version"] == "h3"), result  # the page's document is the site's host
-    return [e["response"]["httpVersion"] for e in own], headers, {**host, "first_h3": result.first_h3}
+    seen = {"first_h3": result.first_h3, "faults": result.faults, "on_load_ms": result.on_load_ms}
+    return [e["response"]["httpVersion"] for e in own], headers, host | seen
 
 
 @pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
@@ -93,3 +96,31 @@ def test_an_alt_svc_only_site_starts_on_http2_and_one_with_neither_stays_there(r
     versions, headers, host = _first_versions(records_lab, tmp_path, _site_of_kind(records_lab, "none"), "doh")
     assert set(versions) == {"HTTP/2"} and "alt-svc" not in headers, versions
     assert host["asked"] and not host["published"] and not host["used"], host
+
+
+@pytest.fixture
+def https_answers_lost(records_lab) -> Iterator[None]:
+    """The near resolver's answers to HTTPS queries over Do53 lost on the path (cleared when the test ends)."""
+    faults.apply(records_lab, faults.parse_fault("drop-https:do53", "near"))
+    yield
+    faults.clear(records_lab)
+    assert records_lab.status().healthy
+
+
+def test_a_lost_https_answer_changes_only_that(records_lab, tmp_path, https_answers_lost):
+    """With HTTPS answers over Do53 lost on the path, the resolver still answers (its log) and A queries still
+    pass, but the record never reaches the client: Firefox's first request to a `record` site goes over HTTP/2,
+    and the record says the answer went out and was not used. The same page over DoH, whose queries the path
+    cannot read, still reaches HTTP/3 first."""
+    site = _site_of_kind(records_lab, "record")
+    with pytest.raises(dns.exception.Timeout):
+        _https_answer(records_lab, site, 0)
+    assert _https_answer(records_lab, site, 1) != []  # the far resolver: the fault is the near one's
+    (tmp_path / "do53").mkdir()
+    (tmp_path / "doh").mkdir()
+    versions, _, host = _first_versions(records_lab, tmp_path / "do53", site, "do53")
+    assert versions[0] == "HTTP/2", versions
+    assert host["asked"] and host["answered"] and not host["used"] and not host["first_h3"], host
+    assert host["faults"] == ["drop-https:do53"], host
+    versions, _, host = _first_versions(records_lab, tmp_path / "doh", site, "doh")
+    assert versions[0] == "HTTP/3" and host["used"] and host["faults"] == [], (versions, host)

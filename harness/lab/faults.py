@@ -6,11 +6,14 @@ a lab resolver (docs/lab.md):
   drop:PROTO      packets to the resolver's PROTO port vanish (a network that blocks 853)
   reject:PROTO    they are answered with TCP resets (ICMP port unreachable over UDP)
   silent:PROTO    connections are accepted and never answered (the lab's tarpit)
+  drop-https:do53 answers to HTTPS (type 65) queries over UDP vanish, all others pass (a middlebox that
+                  strips HTTPS records: only an unencrypted transport shows it a query's type)
   untrusted-cert  the resolver presents a certificate from a CA the client does not trust
   wrong-name      the resolver presents a lab-CA certificate for another name
 
 Path faults are nftables rules in the server namespace, in a table of their
-own; certificate faults swap the resolver's certificate (made at `lab up`)
+own (drop-https on the answers leaving, matching the question's type where its
+name ends, one rule per name length); certificate faults swap the resolver's certificate (made at `lab up`)
 and restart its unbound and QUIC front, since unbound reads certificates
 only when it starts. What is applied, and who applied it, is the lab's state
 (faults.json, harness/lab/state.py): written before a fault is enforced and
@@ -40,7 +43,12 @@ if TYPE_CHECKING:
     from harness.lab.lab import Lab
 
 TABLE = "dnsstudy_fault"
-PATH_KINDS = ("drop", "reject", "silent")
+PATH_KINDS = ("drop", "reject", "silent", "drop-https")
+#: The question's name starts past the UDP header (8 bytes) and the DNS header (12); it ends with a zero byte,
+#: and the type (65: HTTPS) and class (1: IN) follow. Names run from 2 bytes ("a" is 3) to 255 on the wire.
+QUESTION_AT = 20
+NAME_LENGTHS = range(3, 256)
+HTTPS_QUESTION_TAIL = "0x0000410001"  # the name's zero byte, type 65, class IN
 CERT_KINDS = ("untrusted-cert", "wrong-name")
 #: The name a wrong-name certificate carries: a lab name, but not the resolver's.
 WRONG_NAME = "impostor.dns.lab.test"
@@ -57,7 +65,10 @@ def fault_names() -> list[str]:
 
 
 def _faultable(kind: str) -> list[Protocol]:
-    """Protocols a path fault of ``kind`` can hit: encrypted ones; `silent` needs TCP (the tarpit's)."""
+    """Protocols a path fault of ``kind`` can hit: encrypted ones; `silent` needs TCP (the tarpit's);
+    `drop-https` needs a query's type in the clear, over UDP (Do53)."""
+    if kind == "drop-https":
+        return [p for p in protocols() if not p.encrypted and "udp" in p.transports]
     return [p for p in protocols() if p.encrypted and (kind != "silent" or p.carrier == "tcp")]
 
 
@@ -119,13 +130,17 @@ def _enforce(lab: Lab, faults: list[Fault], previous: list[Fault]) -> None:
 
 
 def _ruleset(lab: Lab, faults: list[Fault]) -> str:
-    """The fault table: filter rules for drop and reject, DNAT to the tarpit for silent."""
+    """The fault table: filter rules for drop and reject, DNAT to the tarpit for silent, the answers' filter for
+    drop-https."""
     by_name = {p.name: p for p in protocols()}
-    filters, nat = [], []
+    filters, nat, answers = [], [], []
     for f in faults:
         p = by_name[f.protocol or ""]
         address = lab.resolver(f.resolver).address
         port = lab.resolver(f.resolver).port(p)
+        if f.kind == "drop-https":
+            answers += _https_answer_rules(address, port)
+            continue
         for l4 in p.transports:
             # Only what arrives over the link: the lab's own readiness probes inside the namespace pass.
             match = f'iifname "{SERVER_IF}" ip daddr {address} {l4} dport {port}'
@@ -135,15 +150,28 @@ def _ruleset(lab: Lab, faults: list[Fault]) -> str:
                 filters.append(f"{match} reject" + (" with tcp reset" if l4 == "tcp" else ""))
             else:  # silent: the tarpit accepts on the same port and never answers
                 nat.append(f"{match} dnat ip to {lab.config.addresses.hang}")
-    body = "".join(f"    {r}\n" for r in filters)
-    nat_body = "".join(f"    {r}\n" for r in nat)
     return (
         f"table inet {TABLE}\ndelete table inet {TABLE}\n"
         f"table inet {TABLE} {{\n"
-        f"  chain input {{\n    type filter hook input priority -10; policy accept;\n{body}  }}\n"
-        f"  chain prerouting {{\n    type nat hook prerouting priority -100; policy accept;\n{nat_body}  }}\n"
+        f"  chain input {{\n    type filter hook input priority -10; policy accept;\n{_body(filters)}  }}\n"
+        f"  chain prerouting {{\n    type nat hook prerouting priority -100; policy accept;\n{_body(nat)}  }}\n"
+        f"  chain output {{\n    type filter hook output priority -10; policy accept;\n{_body(answers)}  }}\n"
         "}\n"
     )
+
+
+def _body(rules: list[str]) -> str:
+    return "".join(f"    {r}\n" for r in rules)
+
+
+def _https_answer_rules(address: str, port: int) -> list[str]:
+    """Drop the resolver's UDP answers to HTTPS queries leaving over the link: a rule per length of the
+    question's name, each matching the name's last (zero) byte, type 65 and class IN right after it. A name's
+    bytes are never zero before its end, so no shorter length matches a longer name."""
+    match = f'oifname "{SERVER_IF}" ip saddr {address} udp sport {port}'
+    return [
+        f"{match} @th,{(QUESTION_AT + length - 1) * 8},40 {HTTPS_QUESTION_TAIL} counter drop" for length in NAME_LENGTHS
+    ]
 
 
 def _swap_certificate(lab: Lab, resolver: str, kind: str | None) -> None:
