@@ -13,9 +13,9 @@ a lab resolver (docs/lab.md):
 
 Path faults are nftables rules in the server namespace, in a table of their
 own (drop-https on the answers leaving, matching the question's type where its
-name ends, one rule per name length); certificate faults swap the resolver's certificate (made at `lab up`)
-and restart its unbound and QUIC front, since unbound reads certificates
-only when it starts. What is applied, and who applied it, is the lab's state
+name ends, one rule per name length); certificate faults swap the resolver's
+certificate (made at `lab up`) and restart its unbound and QUIC front, since
+unbound reads certificates only when it starts. What is applied, and who applied it, is the lab's state
 (faults.json, harness/lab/state.py): written before a fault is enforced and
 emptied only once every fault is undone, so the state never shows a lab
 healthier than it is; `clear` undoes it from any process, and a crawl
