@@ -250,8 +250,9 @@ class Place(ABC):
         """The replies for a page's names its resolvers logged since ``window`` opened."""
         return []
 
-    def https_record_owners(self) -> frozenset[str] | None:
-        """The names its zones give an HTTPS record (RFC 9460), or None where the zones are not its own."""
+    def https_record_owners(self, resolver: str) -> frozenset[str] | None:
+        """The names ``resolver`` answers with an HTTPS record (RFC 9460), or None where the zones are not the
+        place's own."""
         return None
 
     def faults_touching(self, resolver: str, protocol: str) -> list[str]:

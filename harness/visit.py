@@ -346,7 +346,7 @@ class Visitor:
             **self._session_record(arm, seen),
             **replay_record(seen.replay, self.browser.own_names),
             **_paint_metrics(report.paint, outcome),
-            **https_use_record(har.data, seen.url, seen.dns_replies, self.place.https_record_owners()),
+            **https_use_record(har.data, seen.url, seen.dns_replies, self.place.https_record_owners(arm.resolver.name)),
         )
 
     def _session_record(self, arm: DnsArm, seen: _Observed) -> dict:

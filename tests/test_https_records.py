@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from harness.lab.config import WebSettings, load_lab_config
+from harness.lab.config import LocalResolver, RecursiveResolver, WebSettings, load_lab_config
 from harness.lab.h3front import ALT_SVC
 from harness.lab.nginx import nginx_config
 from harness.lab.svcb import HttpsShares, load_shares, site_kind, site_kinds
-from harness.lab.zones import ZoneData, root_zone_file, unbound_local_data
+from harness.lab.zones import ZoneData, local_data_file, root_zone_file, unbound_local_data
 
 PROFILE = "profiles/lab/https-records.toml"
 ZONES = ZoneData(
@@ -60,6 +60,24 @@ def test_every_hostname_of_a_record_site_has_one_in_both_zone_renderings():
         assert f"{host}. IN HTTPS {data}" in root.splitlines()
     assert "b.test. 3600 IN HTTPS" not in local and "b.test. IN HTTPS" not in root
     assert "HTTPS" not in unbound_local_data(ZoneData(records=ZONES.records))
+
+
+def test_a_bare_resolver_s_local_data_leave_the_records_out_and_keep_every_address(tmp_path):
+    """The profile's near-bare resolver: the same web without HTTPS records, beside near with them."""
+    resolvers = {r.name: r for r in load_lab_config(PROFILE).settings.resolvers}
+    near, bare = resolvers["near"], resolvers["near-bare"]
+    assert isinstance(near, LocalResolver) and isinstance(bare, LocalResolver)
+    assert near.https_records and not bare.https_records
+    assert local_data_file(tmp_path, resolvers["near"]).name == "local-data.conf"
+    assert local_data_file(tmp_path, resolvers["near-bare"]).name == "local-data-bare.conf"
+    assert local_data_file(tmp_path, resolvers["far"]).name == "local-data.conf"
+    full, without = unbound_local_data(ZONES), unbound_local_data(ZONES, https=False)
+    assert "IN HTTPS" in full and "IN HTTPS" not in without
+    assert [line for line in full.splitlines() if "IN HTTPS" not in line] == without.splitlines()
+    with pytest.raises(ValidationError, match="https_records"):
+        RecursiveResolver.model_validate(
+            {"name": "far", "kind": "recursive", "upstream_rtt_ms": 40, "https_records": False}
+        )
 
 
 def test_a_site_with_neither_does_not_announce_http3():

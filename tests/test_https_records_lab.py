@@ -63,11 +63,13 @@ def test_both_resolvers_answer_a_record_site_s_https_record_and_nothing_for_the_
             assert _https_answer(records_lab, _site_of_kind(records_lab, kind), resolver) == []
 
 
-def _first_versions(lab, tmp_path: Path, site: str, protocol: str) -> tuple[list[str], dict[str, str], dict]:
+def _first_versions(
+    lab, tmp_path: Path, site: str, protocol: str, resolver: str = "near"
+) -> tuple[list[str], dict[str, str], dict]:
     """The HTTP version of each of the site's own requests in order, its first answer's headers, and what the
     visit's record says of the site's host (harness/https_use.py)."""
     visitor = Visitor(lab, tmp_path / site, timeout=30.0, margin=10.0, browser_dns=_browser_dns(tmp_path, FALLBACK))
-    result = visitor.visit_once(f"https://{site}/", protocol, "near")
+    result = visitor.visit_once(f"https://{site}/", protocol, resolver)
     assert result.error_class == "Successful", result
     own = [e for e in _entries(result.har_path) if e["request"]["url"].split("/")[2] == site]
     headers = {h["name"].lower(): h["value"] for h in own[0]["response"]["headers"]}
@@ -124,3 +126,32 @@ def test_a_lost_https_answer_changes_only_that(records_lab, tmp_path, https_answ
     assert host["faults"] == ["drop-https:do53"], host
     versions, _, host = _first_versions(records_lab, tmp_path / "doh", site, "doh")
     assert versions[0] == "HTTP/3" and host["used"] and host["faults"] == [], (versions, host)
+
+
+@pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
+def test_chromium_asks_and_gets_a_site_s_https_record_on_every_arm_and_stays_on_http2(records_lab, tmp_path, protocol):
+    """Chromium asks every page host's HTTPS record whatever the arm, and gets a `record` site's; under the lab's
+    CA it never goes to HTTP/3 (its QUIC allows an unknown root only for origins forced onto QUIC, which skips
+    discovery: docs/web.md), so the record says answered and not used."""
+    site = _site_of_kind(records_lab, "record")
+    visitor = Visitor(records_lab, tmp_path, timeout=30.0, margin=10.0, browser="chromium")
+    try:
+        result = visitor.visit_once(f"https://{site}/", protocol, "near")
+    finally:
+        visitor.close()
+    assert result.error_class == "Successful", result
+    assert result.https_hosts is not None and result.https_asked == result.page_hosts, result.https_hosts
+    host = next(h for h in result.https_hosts if h["host"] == site)
+    assert host["published"] and host["answered"] and not host["used"], host
+    assert result.first_h3 is False and "h3" not in (result.http_versions or {}), result.http_versions
+
+
+def test_the_bare_resolver_serves_the_same_web_without_the_records(records_lab, tmp_path):
+    """near-bare answers a `record` site's addresses and no HTTPS record; Firefox through it starts the site on
+    HTTP/2 (the Alt-Svc then sends later requests to HTTP/3), and the record says the site's record was asked and
+    not published there: the pair a study compares, the same pages with and without the records."""
+    site = _site_of_kind(records_lab, "record")
+    assert _https_answer(records_lab, site, 2) == [] and _https_answer(records_lab, site, 0) != []
+    versions, headers, host = _first_versions(records_lab, tmp_path, site, "doh", resolver="near-bare")
+    assert versions[0] == "HTTP/2" and "alt-svc" in headers, versions
+    assert host["asked"] and not host["published"] and not host["answered"] and not host["first_h3"], host

@@ -38,6 +38,9 @@ class LocalResolver(_Strict):
     name: str
     kind: Literal["local"]
     description: str = ""
+    # False: its local data leave out the web's HTTPS records, so one study can load the same pages with and
+    # without them, one resolver beside the other (docs/web.md, "HTTPS records").
+    https_records: bool = True
 
 
 class RecursiveResolver(_Strict):

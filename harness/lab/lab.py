@@ -273,11 +273,13 @@ class Lab(Place):
         """The replies for a page's names the lab's resolvers logged since ``window`` opened."""
         return page_replies(window)
 
-    def https_record_owners(self) -> frozenset[str]:
-        """The names the lab's root zone (the synthetic web's, or an archive's) gives an HTTPS record; read
-        again only when the file changed (a zone of 25,000 lines takes ~18 ms, and every visit asks)."""
+    def https_record_owners(self, resolver: str) -> frozenset[str]:
+        """The names the lab's root zone (the synthetic web's, or an archive's) gives an HTTPS record, none for a
+        resolver whose local data leave them out; read again only when the file changed (a zone of 25,000 lines
+        takes ~18 ms, and every visit asks)."""
         zone = self.run_dir / "root.zone"
-        if not zone.exists():
+        settings = {r.name: r for r in self.config.settings.resolvers}.get(resolver)
+        if not zone.exists() or not getattr(settings, "https_records", True):
             return frozenset()
         stat = zone.stat()
         key = (stat.st_mtime_ns, stat.st_size)
@@ -306,6 +308,7 @@ class Lab(Place):
         """Resolver local data, the authoritative's root zone (with an archive's records) and nginx.conf."""
         run = self.run_dir
         (run / "local-data.conf").write_text(unbound_local_data(zones))
+        (run / "local-data-bare.conf").write_text(unbound_local_data(zones, https=False))
         extra = replay.zone_lines() if replay else ""
         (run / "root.zone").write_text(root_zone_file(zones, self.config.addresses.auth) + extra)
         if replay:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from harness.lab.config import LabConfig
+from harness.lab.config import LabConfig, LocalResolver, RecursiveResolver
 from harness.lab.svcb import Kind, https_rdata, load_shares, site_kinds
 
 LAB_ZONE = "lab.test"
@@ -37,6 +38,12 @@ class ZoneData:
             if kind == "record"
             for host, addr in self.records[zone].items()
         }
+
+
+def local_data_file(run: Path, resolver: LocalResolver | RecursiveResolver) -> Path:
+    """The local-data file a lab resolver includes: the lab's, or the one without HTTPS records."""
+    bare = isinstance(resolver, LocalResolver) and not resolver.https_records
+    return run / ("local-data-bare.conf" if bare else "local-data.conf")
 
 
 def web_address(config: LabConfig, domain: str) -> str:
@@ -84,14 +91,16 @@ BIG_NAME = f"big.{LAB_ZONE}"
 BIG_TXT = [f"record {i:02d} " + "x" * 190 for i in range(10)]
 
 
-def unbound_local_data(zones: ZoneData, ttl: int = 3600) -> str:
-    """local-zone/local-data lines: static zones answer NXDOMAIN for any other name in them."""
+def unbound_local_data(zones: ZoneData, ttl: int = 3600, https: bool = True) -> str:
+    """local-zone/local-data lines: static zones answer NXDOMAIN for any other name in them; ``https`` False
+    leaves out the HTTPS records."""
     lines = []
     for zone, names in zones.records.items():
         lines.append(f'local-zone: "{zone}." static')
         for host, addr in names.items():
             lines.append(f'local-data: "{host}. {ttl} IN A {addr}"')
-    lines += [f"local-data: '{host}. {ttl} IN HTTPS {data}'" for host, data in zones.https_records().items()]
+    records = zones.https_records() if https else {}
+    lines += [f"local-data: '{host}. {ttl} IN HTTPS {data}'" for host, data in records.items()]
     lines += [f"local-data: '{BIG_NAME}. {ttl} IN TXT \"{text}\"'" for text in BIG_TXT]
     return "\n".join(lines) + "\n"
 
