@@ -48,6 +48,7 @@ type config struct {
 	Key          string        `json:"key"`          // the key every certificate shares
 	Certificates []certificate `json:"certificates"` // per SNI name
 	Upstream     string        `json:"upstream"`     // nginx's plain HTTP listener, host:port
+	UpstreamTLS  *upstreamTLS  `json:"upstream_tls"` // instead: the replay nginx over TLS (upstream_tls.go)
 	Ready        string        `json:"ready"`        // TCP host:port opened once every UDP socket is bound
 	AccessLog    string        `json:"access_log"`   // one line per request
 	Files        *fileConfig   `json:"files"`        // optional: files answered without the hop to nginx
@@ -64,9 +65,14 @@ func readConfig(path string) (*config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(c.Addresses) == 0 || c.Port <= 0 || c.Upstream == "" || c.Ready == "" || c.AccessLog == "" ||
-		len(c.Certificates) == 0 {
-		return nil, fmt.Errorf("%s: addresses, port, upstream, ready, access_log and certificates are required", path)
+	if len(c.Addresses) == 0 || c.Port <= 0 || c.Ready == "" || c.AccessLog == "" || len(c.Certificates) == 0 {
+		return nil, fmt.Errorf("%s: addresses, port, ready, access_log and certificates are required", path)
+	}
+	if (c.Upstream == "") == (c.UpstreamTLS == nil) {
+		return nil, fmt.Errorf("%s: exactly one of upstream and upstream_tls is required", path)
+	}
+	if c.UpstreamTLS != nil && c.Files != nil {
+		return nil, fmt.Errorf("%s: files are answered only in front of the synthetic web's nginx (upstream)", path)
 	}
 	return &c, nil
 }
@@ -137,6 +143,12 @@ func proxy(upstream string) http.Handler {
 // handler is the proxy to nginx, behind the file server if there is one, behind the access log.
 func handler(c *config) (http.Handler, error) {
 	h := proxy(c.Upstream)
+	if c.UpstreamTLS != nil {
+		var err error
+		if h, err = sameAddressProxy(c.UpstreamTLS); err != nil {
+			return nil, err
+		}
+	}
 	if c.Files != nil {
 		files, err := newFileServer(c.Files, h)
 		if err != nil {
@@ -211,7 +223,11 @@ func run(path string) error {
 	if err := announceReady(c.Ready); err != nil {
 		return err
 	}
-	log.Printf("h3front: HTTP/3 on %d addresses, port %d, %d names; upstream %s", len(conns), c.Port, len(byName), c.Upstream)
+	upstream := c.Upstream
+	if c.UpstreamTLS != nil {
+		upstream = "each address's port 443 over TLS"
+	}
+	log.Printf("h3front: HTTP/3 on %d addresses, port %d, %d names; upstream %s", len(conns), c.Port, len(byName), upstream)
 	errs := make(chan error, len(conns))
 	for _, conn := range conns {
 		go func(conn net.PacketConn) { errs <- server.Serve(conn) }(conn)

@@ -159,7 +159,7 @@ def test_an_unknown_version_is_refused_in_one_line(tmp_path):
         read_har(tmp_path / "v.har")
 
 
-def test_http_pages_are_served_on_port_80_and_http3_hosts_over_http2(tmp_path):
+def test_http_pages_are_served_on_port_80_and_http3_hosts_over_http2_and_http3(tmp_path):
     importer = HarImport(tmp_path, fill_missing_bodies=True)
     for name in ("safari.har", "firefox-111.har"):
         importer.add(HARS / name)
@@ -169,6 +169,7 @@ def test_http_pages_are_served_on_port_80_and_http3_hosts_over_http2(tmp_path):
     assert web.ports(safari) == [80] and safari not in web.http2_at  # recorded over http:// only: no TLS
     firefox = web.records["img.firefox111-dialect.test"][1]  # recorded over HTTP/3 only: HTTP/2 in the lab
     assert web.ports(firefox) == [443] and firefox in web.http2_at
+    assert firefox in web.h3_served(True) and safari not in web.h3_at  # HTTP/3 where a lab offers it
 
 
 def test_one_address_pool_per_archive(tmp_path):

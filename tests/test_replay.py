@@ -28,6 +28,7 @@ from harness.errors import HarnessError
 from harness.lab import replayfront
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import load_lab_config
+from harness.lab.h3front import ALT_SVC
 from harness.lab.nginx import SSL_PROTOCOLS
 from harness.lab.replayfront import file_answers, front_config, lua_string, quote, write_answers
 from harness.lab.replayweb import ReplayWeb
@@ -252,6 +253,25 @@ def test_replay_web_places_names(tmp_path):
     assert ReplayWeb.plan(config, tmp_path / "v1").certificate_groups(edge[1]) == [
         (["edge.cdn.test", "img.cdn.test", "www.a.test"], ["edge.cdn.test", "img.cdn.test", "www.a.test"])
     ]
+
+
+def test_replay_offers_http3_where_the_original_announced_it(tmp_path):
+    """An address whose hosts announced HTTP/3 (Alt-Svc with an h3 alternative) offers it in a lab with `http3`,
+    announced by the lab's own Alt-Svc; one whose answers named no h3 alternative does not."""
+    write_site(tmp_path / "h3", _record("a.test"))  # www.a.test's page: Alt-Svc h3
+    config = load_lab_config().with_overrides(prefix="dsunit", subnet="198.18.250.0/23")
+    web = ReplayWeb.plan(config, tmp_path / "h3")
+    edge = web.records["edge.cdn.test"][1]  # www.a.test's address (its CNAME target's)
+    assert web.h3_at == {edge} and web.h3_served(True) == [edge] and web.h3_served(False) == []
+    record = _record("a.test")
+    others = [("Alt-Svc", 'h2="alt.a.test:443"'), ("alt-svc", "clear"), ("X-H3", 'h3=":443"')]
+    page = replace(record.exchanges[0], response_headers=[("Content-Type", "text/html"), *others])
+    write_site(tmp_path / "h2", replace(record, exchanges=[page, *record.exchanges[1:]]))
+    assert ReplayWeb.plan(config, tmp_path / "h2").h3_at == set()
+    spec = {"address": edge, "alpn": ["h2"], "servers": [{"names": ["www.a.test"], "cert": "c", "key": "k"}]}
+    announced = f"add_header Alt-Svc '{ALT_SVC}' always;"
+    assert announced in front_config(tmp_path, [spec | {"alt_svc": True}], [], tmp_path / "s", 2)
+    assert "Alt-Svc" not in front_config(tmp_path, [spec], [], tmp_path / "s", 2)
 
 
 def test_local_resolver_reads_the_zone_when_replaying(tmp_path):

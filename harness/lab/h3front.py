@@ -4,6 +4,9 @@ With `http3 = true` under a lab profile's `[web]`, the front listens on UDP 443 
 same certificates nginx serves (picked by SNI), and passes each request to nginx over plain HTTP/1.1 on the
 server namespace's loopback, so HTTP/3 answers carry the bytes, headers and waits of the HTTP/2 ones. nginx then
 announces it on every answer (`Alt-Svc`). docs/web.md, "HTTP/3".
+
+Before a replay (harness/lab/replayweb.py) the front passes each request over TLS to the replay's nginx on the
+address it came to instead, so its answers carry the recorded bytes, headers and waits (docs/replay.md).
 """
 
 from __future__ import annotations
@@ -38,6 +41,21 @@ def front_config(addresses: list[str], certs: dict[str, Path], key: Path, run: P
         "ready": f"{READY[0]}:{READY[1]}",
         "access_log": str(run / "logs" / "h3front-access.log"),
         "files": files,
+    }
+
+
+def replay_front_config(addresses: list[str], certificates: list[tuple[list[str], Path]], key: Path, run: Path) -> dict:
+    """The front before a replay's nginx: ``certificates`` as (hostnames, file), each request passed over TLS to
+    port 443 of the address it came to (h3front/upstream_tls.go), verified against the lab's CA."""
+    return {
+        "addresses": addresses,
+        "port": 443,
+        "key": str(key),
+        "certificates": [{"names": names, "cert": str(cert)} for names, cert in certificates],
+        "upstream_tls": {"ca": str(run / "ca.pem")},
+        "ready": f"{READY[0]}:{READY[1]}",
+        "access_log": str(run / "logs" / "h3front-access.log"),
+        "files": None,
     }
 
 

@@ -231,8 +231,6 @@ class Lab(Place):
     def _up(self, wait: float) -> None:
         cfg = self.config
         archive = self.archive_dir
-        if archive and cfg.settings.web.http3:
-            raise HarnessError("http3 under [web] serves the synthetic web only for now: a replay has no HTTP/3")
         replay = ReplayWeb.plan(cfg, archive) if archive else None  # a broken archive fails before anything runs
         self._prepare_run_dir()
         web_root, host_domain = ensure_web(cfg)  # www.lab.test's page comes from it, even when replaying
@@ -313,12 +311,11 @@ class Lab(Place):
         (run / "root.zone").write_text(root_zone_file(zones, self.config.addresses.auth) + extra)
         if replay:
             (run / ARCHIVE_MARKER).write_text(f"{replay.archive_dir.resolve()}\n")
+        synthetic_h3 = self.config.settings.web.http3 and not replay  # a replay's front: harness/lab/replayweb.py
         (run / "nginx.conf").write_text(
-            nginx_config(
-                zones, run, web_root, tls.zone_certs, tls.web_key_file, tls.badcert, self.config.settings.web.http3
-            )
+            nginx_config(zones, run, web_root, tls.zone_certs, tls.web_key_file, tls.badcert, synthetic_h3)
         )
-        if self.config.settings.web.http3:  # the synthetic web only (no waits): its files answered by the front
+        if synthetic_h3:  # the synthetic web (no waits): its files answered by the front
             addresses = self.config.addresses.web(self.config.settings.web_addresses)
             files = front_files(web_root, list(tls.zone_certs))
             write_front(run, front_config(addresses, tls.zone_certs, tls.web_key_file, run, files), helper())

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness.errors import HarnessError
+from harness.lab.h3front import ALT_SVC
 from harness.lab.nginx import SSL_PROTOCOLS
 from harness.replay.archive import Exchange
 from harness.replay.matching import ExchangeIndex, body_for, response_headers
@@ -223,6 +224,9 @@ def _server(spec: dict, server: dict, names: list[str], default: bool, answers: 
         f"    server_name {' '.join(names) or '_'};",
         f"    ssl_certificate {server['cert']};",
         f"    ssl_certificate_key {server['key']};",
+        # HTTP/3 announced where the address offers it (recorded Alt-Svc values are dropped: they name the
+        # original's alternatives, not the lab's)
+        *([f"    add_header Alt-Svc '{ALT_SVC}' always;"] if spec.get("alt_svc") else []),
         "    if ($replay_object) { rewrite ^ /.replay/$replay_object last; }",
         "    location / {",
         "      proxy_pass http://replay_server; proxy_http_version 1.1; proxy_buffering off;",

@@ -9,7 +9,9 @@ recorded name with its CNAME chain and TTLs; A records only, as the lab has
 no IPv6. Each lab address gets from the lab CA one certificate per
 certificate its hostnames were recorded with (the same DNS names) and one
 naming its other names, and offers HTTP/2 if any exchange with one of its
-hosts was.
+hosts was. With `http3` under the profile's `[web]`, an address whose hosts
+were recorded over HTTP/3 or announced it (Alt-Svc) offers it too, through
+the HTTP/3 front, and nginx announces it there.
 nginx answers exact matches from files, the replay server the rest
 (harness/lab/replayfront.py).
 """
@@ -17,6 +19,7 @@ nginx answers exact matches from files, the replay server the rest
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +28,16 @@ from harness.accounts import helper
 from harness.daemons import Daemon
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import LabConfig
+from harness.lab.h3front import front_argv as h3_argv
+from harness.lab.h3front import replay_front_config, write_front
 from harness.lab.nginx import WORKER_PROCESSES
 from harness.lab.replayfront import file_answers, front_config, require_modules, write_answers
 from harness.paths import PROJECT_ROOT
-from harness.replay.archive import Archive, SiteRecord
+from harness.replay.archive import Archive, Exchange, SiteRecord
 from harness.replay.matching import ExchangeIndex, body_for
+
+#: An Alt-Svc value that offers HTTP/3 (h3, or a draft's h3-NN) somewhere.
+_ALT_SVC_H3 = re.compile(r"(^|,)\s*h3(-[0-9a-z]+)?=", re.IGNORECASE)
 
 
 @dataclass
@@ -40,6 +48,8 @@ class ReplayWeb:
     records: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # owner -> (type, data, ttl)
     hosts_at: dict[str, set[str]] = field(default_factory=dict)  # lab address -> names served there
     http2_at: set[str] = field(default_factory=set)  # lab addresses offering HTTP/2
+    # Lab addresses whose hosts were recorded over HTTP/3 or announced it: where a lab with `http3` offers it
+    h3_at: set[str] = field(default_factory=set)
     plain_at: set[str] = field(default_factory=set)  # lab addresses serving http:// URLs on port 80
     # Lab addresses with a hostname recorded over https: the others (only http:// recorded) refuse TLS, as their
     # sites evidently did, so a browser's HTTPS upgrade falls back to http:// as it would have
@@ -70,8 +80,9 @@ class ReplayWeb:
         return web
 
     def _add(self, record: SiteRecord, pool: list[str], mapped: dict[str, str]) -> None:
-        # The lab serves no HTTP/3: a host recorded over it (found through Alt-Svc after HTTP/2) is offered HTTP/2.
+        # Over TCP a host recorded over HTTP/3 (found through Alt-Svc after HTTP/2) is offered HTTP/2.
         http2 = {e.host for e in record.exchanges if e.http_version.upper().startswith(("HTTP/2", "HTTP/3"))}
+        h3 = {e.host for e in record.exchanges if e.http_version.upper().startswith("HTTP/3") or _offers_h3(e)}
         plain = {e.host for e in record.exchanges if e.url.lower().startswith("http://")}
         tls = {e.host for e in record.exchanges if e.url.lower().startswith("https://")}
         for name, answer in sorted(record.dns.items()):
@@ -89,6 +100,8 @@ class ReplayWeb:
                 self.certificate_of[name] = tuple(sorted(set(record.certificates[name])))
             if name in http2:
                 self.http2_at.add(address)
+            if name in h3:
+                self.h3_at.add(address)
             if name in plain:
                 self.plain_at.add(address)
             if name in tls or name not in plain:
@@ -130,22 +143,27 @@ class ReplayWeb:
         out = [(list(names), hosts) for names, hosts in sorted(groups.items())]
         return out + ([(unrecorded, unrecorded)] if unrecorded else [])
 
-    def server_config(self, run: Path, ca: CertificateAuthority, wait: bool) -> None:
+    def server_config(self, run: Path, ca: CertificateAuthority, wait: bool, http3: bool = False) -> None:
         """Certificates per address, the exact answers' files, the nginx front's and the replay server's
-        configurations (harness/lab/replayfront.py)."""
+        configurations (harness/lab/replayfront.py); with ``http3``, the HTTP/3 front's."""
         require_modules()
         key = new_key()
         key_file = write_key(key, run / "certs" / "replay.key")
-        listen = []
+        listen, h3_certs = [], []  # h3_certs: (hostnames, certificate) at addresses offering HTTP/3
         for address in sorted(self.hosts_at):
             servers = []
             for i, (names, hosts) in enumerate(self.certificate_groups(address)):
                 cert = run / "certs" / f"replay-{address}-{i}.pem"
                 cert.write_bytes(ca.issue(names, [], key))
                 servers.append({"names": hosts, "cert": str(cert), "key": str(key_file)})
+                if address in self.h3_served(http3):
+                    h3_certs.append((hosts, cert))
             alpn = ["h2", "http/1.1"] if address in self.http2_at else ["http/1.1"]
             ports = {"tls": address in self.tls_at, "plain": address in self.plain_at}
+            ports["alt_svc"] = address in self.h3_served(http3)  # nginx announces the HTTP/3 front
             listen.append({"address": address, "alpn": alpn, "servers": servers} | ports)
+        if self.h3_served(http3):
+            write_front(run, replay_front_config(self.h3_served(http3), h3_certs, key_file, run), helper())
         (run / "replay-nginx-tmp").mkdir(exist_ok=True)
         address_of = {name: address for address, names in self.hosts_at.items() for name in names}
         answers = file_answers(ExchangeIndex(self.loaded), address_of, run, wait)
@@ -168,16 +186,30 @@ class ReplayWeb:
         http:// one was."""
         return [port for port, served in ((443, self.tls_at), (80, self.plain_at)) if address in served]
 
-    def daemons(self, namespace: str, run: Path) -> list[Daemon]:
+    def h3_served(self, http3: bool) -> list[str]:
+        """The addresses that offer HTTP/3 in a lab whose profile offers it (``http3``), else none."""
+        return sorted(self.h3_at & self.tls_at) if http3 else []
+
+    def daemons(self, namespace: str, run: Path, http3: bool = False) -> list[Daemon]:
         """The replay server (it binds its socket as root, then runs as the helper account), then its nginx
-        front on the archive's addresses, both in the server namespace."""
+        front on the archive's addresses, both in the server namespace; with ``http3``, the HTTP/3 front on the
+        addresses that offer it."""
         argv = [sys.executable, "-m", "harness.lab.replayserver", str(run / "replay.json")]
         env = {"PYTHONPATH": str(PROJECT_ROOT)}
         server = Daemon("replay", namespace, argv, str(run / "logs" / "replay.log"), [], env=env)
         front_argv = ["nginx", "-p", str(run), "-c", str(run / "replay-nginx.conf"), "-g", "daemon off;"]
         addresses = [f"{a}:{port}" for a in sorted(self.hosts_at) for port in self.ports(a)]
         front = Daemon("replay-nginx", namespace, front_argv, str(run / "logs" / "replay-nginx.log"), addresses)
-        return [server, front]
+        if not self.h3_served(http3):
+            return [server, front]
+        argv_h3 = h3_argv(run / "h3front.json", helper())
+        udp = [f"{a}:443/udp" for a in self.h3_served(http3)]
+        return [server, front, Daemon("h3front", namespace, argv_h3, str(run / "logs" / "h3front.log"), udp)]
+
+
+def _offers_h3(e: Exchange) -> bool:
+    """True when the recorded answer announced HTTP/3 (an Alt-Svc header with an h3 alternative)."""
+    return any(k.lower() == "alt-svc" and _ALT_SVC_H3.search(v) for k, v in e.response_headers)
 
 
 def replay_socket(run: Path) -> Path:

@@ -144,7 +144,7 @@ class LabServers:
         )
         # One nginx listens on all web addresses: waiting for the first stands for the rest.
         endpoints = [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
-        if not self.config.settings.web.http3:
+        if not self.config.settings.web.http3 or self.replay is not None:  # a replay's front is its own
             return [nginx], endpoints
         conf = run / "h3front.json"  # written with nginx.conf (harness/lab/lab.py)
         front = self._daemon("h3front", front_argv(conf, helper()), [f"{a}:443/udp" for a in web_addrs])
@@ -154,9 +154,11 @@ class LabServers:
         """The replay server and its nginx front on the archive's lab addresses (none for the synthetic web)."""
         if self.replay is None or not self.replay.hosts_at:
             return [], []
-        self.replay.server_config(self.run_dir, tls.ca, self.config.settings.web.replay_wait)
-        daemons = self.replay.daemons(self.config.namespaces["server"], self.run_dir)
-        return daemons, [(a, port) for a in sorted(self.replay.hosts_at) for port in self.replay.ports(a)]
+        http3 = self.config.settings.web.http3
+        self.replay.server_config(self.run_dir, tls.ca, self.config.settings.web.replay_wait, http3)
+        daemons = self.replay.daemons(self.config.namespaces["server"], self.run_dir, http3)
+        endpoints = [(a, port) for a in sorted(self.replay.hosts_at) for port in self.replay.ports(a)]
+        return daemons, endpoints + ([READY] if self.replay.h3_served(http3) else [])
 
     def _tarpit(self) -> ServerDaemons:
         """The tarpit on the hang address (it accepts and never answers)."""
