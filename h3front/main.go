@@ -18,6 +18,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"flag"
@@ -52,6 +53,7 @@ type config struct {
 	Ready        string        `json:"ready"`        // TCP host:port opened once every UDP socket is bound
 	AccessLog    string        `json:"access_log"`   // one line per request
 	Files        *fileConfig   `json:"files"`        // optional: files answered without the hop to nginx
+	ECH          *echFiles     `json:"ech"`          // optional: Encrypted Client Hello (ech.go)
 }
 
 func readConfig(path string) (*config, error) {
@@ -207,11 +209,21 @@ func run(path string) error {
 	if err != nil {
 		return err
 	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: pick(byName)}
+	var connContext func(context.Context, *quic.Conn) context.Context
+	if c.ECH != nil {
+		if tlsConfig.EncryptedClientHelloKeys, err = echKeys(c.ECH); err != nil {
+			return err
+		}
+		echLog, err := openECHLog(c.ECH.Log)
+		if err != nil {
+			return err
+		}
+		connContext = echLog.connContext
+	}
 	server := &http3.Server{
-		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{
-			MinVersion:     tls.VersionTLS13,
-			GetCertificate: pick(byName),
-		}),
+		TLSConfig:   http3.ConfigureTLSConfig(tlsConfig),
+		ConnContext: connContext,
 		QUICConfig:  &quic.Config{MaxIdleTimeout: 65 * time.Second}, // nginx's keepalive_timeout
 		Handler:     handler,
 		IdleTimeout: 65 * time.Second,

@@ -9,6 +9,11 @@ the host's first request went over HTTP/3 (the record announced h3; without it t
 only from an Alt-Svc header, on a later connection). Which transport the query took is the arm's: the visit's
 proof shows every query took it (harness/arms/evidence.py), type 65 as any other. Where the place keeps no
 resolver log (the Internet side) the counts are None, never 0 (docs/visit.md, "HTTP/3 and HTTPS records").
+
+A third witness where the lab's web has Encrypted Client Hello (harness/lab/ech.py): the HTTP/3 front's log of
+connections, each with the server name and whether ECH was accepted. A page host's `ech` is True when one of
+its connections accepted ECH, False when the front saw it only without, None when the front never saw it (an
+HTTP/2 host: nginx cannot do ECH); `ech_accepted` counts the page hosts with True, None without the witness.
 """
 
 from __future__ import annotations
@@ -59,11 +64,16 @@ def _requests(har: dict) -> list[tuple[str | None, str]]:
 
 
 def https_use_record(
-    har: dict | None, url: str, replies: Iterable[Reply] | None, owners: frozenset[str] | None
+    har: dict | None,
+    url: str,
+    replies: Iterable[Reply] | None,
+    owners: frozenset[str] | None,
+    ech: dict[str, bool] | None = None,
 ) -> dict:
     """A visit record's fields of today's web (see the module's docstring): requests per HTTP version, whether
-    the page's document went over HTTP/3, and per page host its HTTPS record asked, answered and used."""
-    empty = dict.fromkeys(("first_h3", "page_hosts", "https_asked", "https_answered", "https_used"))
+    the page's document went over HTTP/3, per page host its HTTPS record asked, answered and used, and (``ech``,
+    per server name) whether its connections accepted Encrypted Client Hello."""
+    empty = dict.fromkeys(("first_h3", "page_hosts", "https_asked", "https_answered", "https_used", "ech_accepted"))
     if har is None:
         return {**empty, "http_versions": None, "https_hosts": None}
     requests = _requests(har)
@@ -82,11 +92,14 @@ def https_use_record(
     if replies is None or owners is None:
         return record
     hosts = _https_hosts(first, list(replies), owners)
+    if ech is not None:
+        hosts = [h | {"ech": ech.get(h["host"])} for h in hosts]
     return {
         **record,
         "https_asked": sum(h["asked"] for h in hosts),
         "https_answered": sum(h["answered"] for h in hosts),
         "https_used": sum(h["used"] for h in hosts),
+        "ech_accepted": sum(h["ech"] is True for h in hosts) if ech is not None else None,
         "https_hosts": hosts,
     }
 

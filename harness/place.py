@@ -250,6 +250,15 @@ class Place(ABC):
         """The replies for a page's names its resolvers logged since ``window`` opened."""
         return []
 
+    def ech_window(self) -> int | None:
+        """Open a window on the web's log of connections and their Encrypted Client Hello (for `ech_hosts`), or
+        None where the place's web has no ECH of its own (harness/lab/ech.py)."""
+        return None
+
+    def ech_hosts(self, window: int) -> dict[str, bool]:
+        """Per server name of the connections since ``window`` opened: whether one accepted ECH."""
+        return {}
+
     def https_record_owners(self, resolver: str) -> frozenset[str] | None:
         """The names ``resolver`` answers with an HTTPS record (RFC 9460), or None where the zones are not the
         place's own."""

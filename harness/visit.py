@@ -74,6 +74,7 @@ class _Observed:
     start: BrowserStart = field(default_factory=BrowserStart)  # the browser's start: retries, settling
     connections_closed: int | None = None  # the browser's resolver connections closed before the window
     dns_replies: list[Reply] | None = None  # the place's resolvers' replies for the page's names (None: no log)
+    ech: dict[str, bool] | None = None  # per server name, whether a connection accepted ECH (None: no ECH)
 
     @property
     def unmeasured(self) -> str | None:
@@ -215,11 +216,12 @@ class Visitor:
         if prepared:
             self._reset_connection(arm, seen)
         arm.begin_visit()
-        window, dns_window = self.place.replay_window(), self.place.dns_window()
+        window, dns_window, ech_window = self.place.replay_window(), self.place.dns_window(), self.place.ech_window()
         with DaemonWatch(self.place) as watch:
             seen.report = self._load(url, arm, seen, prepared).add_phases(seen.report.phases)
         seen.replay = self.place.replay_events(window) if window else None
         seen.dns_replies = self.place.dns_replies(dns_window) if dns_window is not None else None
+        seen.ech = self.place.ech_hosts(ech_window) if ech_window is not None else None
         unread = None
         try:
             seen.after = resolver_counters(control) if control else None
@@ -346,7 +348,9 @@ class Visitor:
             **self._session_record(arm, seen),
             **replay_record(seen.replay, self.browser.own_names),
             **_paint_metrics(report.paint, outcome),
-            **https_use_record(har.data, seen.url, seen.dns_replies, self.place.https_record_owners(arm.resolver.name)),
+            **https_use_record(
+                har.data, seen.url, seen.dns_replies, self.place.https_record_owners(arm.resolver.name), seen.ech
+            ),
         )
 
     def _session_record(self, arm: DnsArm, seen: _Observed) -> dict:

@@ -75,6 +75,7 @@ class VisitResult:
     https_asked: int | None = None
     https_answered: int | None = None
     https_used: int | None = None
+    ech_accepted: int | None = None  # page hosts whose connection accepted Encrypted Client Hello (None: no ECH)
     https_hosts: list[dict] | None = None
 
     def to_dict(self) -> dict:

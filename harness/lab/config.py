@@ -79,11 +79,16 @@ class WebSettings(_Strict):
     # HTTPS records (RFC 9460) in the zones: a profile of the shares of sites with a record, with Alt-Svc only
     # and with neither (profiles/web/https-records.toml; harness/lab/svcb.py). None: no zone has one.
     https_records: str | None = None
+    # Encrypted Client Hello: every HTTPS record carries the lab's ECH configuration and the HTTP/3 front
+    # accepts it (harness/lab/ech.py; docs/web.md, "ECH").
+    ech: bool = False
 
     @model_validator(mode="after")
     def _records_need_http3(self) -> WebSettings:
         if self.https_records and not self.http3:
             raise ValueError("https_records announces HTTP/3 (alpn h3): it needs http3 = true")
+        if self.ech and not self.https_records:
+            raise ValueError("ech is published in HTTPS records: it needs https_records")
         return self
 
 

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from harness.accounts import BIND_LOW_PORT, Account
+from harness.lab.ech import EchKeys, ech_log
 from harness.paths import PROJECT_ROOT
 
 H3FRONT = PROJECT_ROOT / "build" / "bin" / "h3front"
@@ -28,10 +29,13 @@ READY = ("127.0.0.1", 8081)
 ALT_SVC = 'h3=":443"; ma=86400'
 
 
-def front_config(addresses: list[str], certs: dict[str, Path], key: Path, run: Path, files: dict | None) -> dict:
+def front_config(
+    addresses: list[str], certs: dict[str, Path], key: Path, run: Path, files: dict | None, ech: EchKeys | None = None
+) -> dict:
     """The front's configuration: the web addresses, each zone's certificate (the zone and *.zone, as nginx's
     server block for it names them), the key they share, its access log; ``files``: what it may answer from
-    files itself, as nginx would (`front_files` of harness/lab/nginx.py), else None: nginx answers all."""
+    files itself, as nginx would (`front_files` of harness/lab/nginx.py), else None: nginx answers all; ``ech``:
+    the lab's Encrypted Client Hello configuration and key (harness/lab/ech.py)."""
     return {
         "addresses": addresses,
         "port": 443,
@@ -41,6 +45,7 @@ def front_config(addresses: list[str], certs: dict[str, Path], key: Path, run: P
         "ready": f"{READY[0]}:{READY[1]}",
         "access_log": str(run / "logs" / "h3front-access.log"),
         "files": files,
+        "ech": {"config": str(ech.config_file), "key": str(ech.key_file), "log": str(ech_log(run))} if ech else None,
     }
 
 
@@ -70,8 +75,17 @@ def write_front(run: Path, config: dict, account: Account) -> Path:
     shutil.copyfile(config["key"], own_key)
     os.chown(own_key, account.uid, account.gid)
     own_key.chmod(0o400)
+    config = config | {"key": str(own_key)}
+    if config.get("ech"):  # its own copy of the ECH key too (root's), and its log
+        Path(config["ech"]["log"]).touch()
+        os.chown(config["ech"]["log"], account.uid, account.gid)
+        own_ech = certs / "h3front-ech.key"
+        shutil.copyfile(config["ech"]["key"], own_ech)
+        os.chown(own_ech, account.uid, account.gid)
+        own_ech.chmod(0o400)
+        config["ech"] = config["ech"] | {"key": str(own_ech)}
     path = run / "h3front.json"
-    path.write_text(json.dumps(config | {"key": str(own_key)}, indent=1) + "\n")
+    path.write_text(json.dumps(config, indent=1) + "\n")
     return path
 
 

@@ -27,6 +27,7 @@ from harness.lab import faults, topology
 from harness.lab.certificates import LabTls, make_certificates
 from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
+from harness.lab.ech import EchKeys, ech_hosts, ech_log, make_ech
 from harness.lab.h3front import H3FRONT, front_config, write_front
 from harness.lab.nginx import front_files, nginx_config
 from harness.lab.pageshape import load_page_shape
@@ -234,9 +235,10 @@ class Lab(Place):
         replay = ReplayWeb.plan(cfg, archive) if archive else None  # a broken archive fails before anything runs
         self._prepare_run_dir()
         web_root, host_domain = ensure_web(cfg)  # www.lab.test's page comes from it, even when replaying
-        zones = build_zones(cfg, {} if replay else host_domain)
+        ech = make_ech(self.run_dir / "certs") if cfg.settings.web.ech and not replay else None
+        zones = build_zones(cfg, {} if replay else host_domain, ech.config_list if ech else None)
         tls = make_certificates(cfg, self.run_dir, self.ca_path, zones)
-        self._write_zone_and_web_configs(zones, web_root, tls, replay)
+        self._write_zone_and_web_configs(zones, web_root, tls, replay, ech)
         topology.build(cfg)
         topology.set_client_resolver(cfg, cfg.addresses.resolver(0))
         daemons, endpoints = LabServers(cfg, self.run_dir, replay).daemons(tls)
@@ -271,6 +273,15 @@ class Lab(Place):
         """The replies for a page's names the lab's resolvers logged since ``window`` opened."""
         return page_replies(window)
 
+    def ech_window(self) -> int | None:
+        """Where the HTTP/3 front's connection log stands now, if the lab has ECH (harness/lab/ech.py)."""
+        log = ech_log(self.run_dir)
+        return log.stat().st_size if self.config.settings.web.ech and log.exists() else None
+
+    def ech_hosts(self, window: int) -> dict[str, bool]:
+        """Per server name of the front's connections since ``window``: whether one accepted ECH."""
+        return ech_hosts(ech_log(self.run_dir), window)
+
     def https_record_owners(self, resolver: str) -> frozenset[str]:
         """The names the lab's root zone (the synthetic web's, or an archive's) gives an HTTPS record, none for a
         resolver whose local data leave them out; read again only when the file changed (a zone of 25,000 lines
@@ -301,7 +312,7 @@ class Lab(Place):
         save_state(self.state_file, self.config, [])  # from here on, `down` knows this lab exists
 
     def _write_zone_and_web_configs(
-        self, zones: ZoneData, web_root: Path, tls: LabTls, replay: ReplayWeb | None = None
+        self, zones: ZoneData, web_root: Path, tls: LabTls, replay: ReplayWeb | None = None, ech: EchKeys | None = None
     ) -> None:
         """Resolver local data, the authoritative's root zone (with an archive's records) and nginx.conf."""
         run = self.run_dir
@@ -318,7 +329,8 @@ class Lab(Place):
         if synthetic_h3:  # the synthetic web (no waits): its files answered by the front
             addresses = self.config.addresses.web(self.config.settings.web_addresses)
             files = front_files(web_root, list(tls.zone_certs))
-            write_front(run, front_config(addresses, tls.zone_certs, tls.web_key_file, run, files), helper())
+            front = front_config(addresses, tls.zone_certs, tls.web_key_file, run, files, ech)
+            write_front(run, front, helper())
 
     def _start_and_wait(self, daemons: list[Daemon], endpoints: list[Endpoint], wait: float) -> None:
         """Start the daemons in order, record them, then wait up to `wait` s for every endpoint to accept."""

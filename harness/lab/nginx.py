@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.lab.ech import PUBLIC_NAME
 from harness.lab.h3front import ALT_SVC, UPSTREAM
 from harness.lab.zones import LAB_ZONE, ZoneData
 
@@ -46,16 +47,21 @@ def nginx_config(
     server whose certificate comes from a CA no client trusts. ``http3``: the
     HTTP/3 front runs (harness/lab/h3front.py): every zone also listens on its
     loopback upstream, and every answer carries ``Alt-Svc`` but those of a zone
-    whose HTTPS kind is "none" (harness/lab/svcb.py).
+    whose HTTPS kind is "none" (harness/lab/svcb.py). With ECH in the zones,
+    every web address also serves the ECH public name's certificate.
     """
     out = _head(run)
     if http3:
         out.append(f"  add_header Alt-Svc '{ALT_SVC}' always;")
+    everywhere: set[str] = set()
     for zone in zones.records:
         addresses = _served_addresses(zones, zone)
+        everywhere.update(addresses)
         if addresses and zone in certs:
             silent = http3 and zones.https.get(zone) == "none"
             out.append(_zone_server(zone, addresses, web_root, certs[zone], web_key, http3, silent))
+    if zones.ech and LAB_ZONE in certs:
+        out.append(_ech_public_name_server(sorted(everywhere), certs[LAB_ZONE], web_key))
     out.append(_badcert_server(badcert, web_root))
     out.append("}")
     return "\n".join(out) + "\n"
@@ -148,6 +154,18 @@ def front_files(web_root: Path, zones: list[str]) -> dict:
         "shared": {"/o/": str(web_root)},
         "add_headers": [["Cache-Control", CACHE_CONTROL], ["Alt-Svc", ALT_SVC]],
     }
+
+
+def _ech_public_name_server(addresses: list[str], cert: Path, key: Path) -> str:
+    """The ECH public name on every web address (harness/lab/ech.py). nginx cannot decrypt ECH, so a browser's
+    ECH over TCP reaches it under the public name; with this certificate the browser authenticates the
+    rejection and, no retry configuration coming, retries without ECH (docs/web.md, "ECH"). Without it the
+    connection fails (Chromium: ERR_ECH_FALLBACK_CERTIFICATE_INVALID; Firefox: SSL_ERROR_BAD_CERT_DOMAIN)."""
+    listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
+    return (
+        "  server {\n" + listens + f"    server_name {PUBLIC_NAME};\n"
+        f"    ssl_certificate {cert};\n    ssl_certificate_key {key};\n    return 421;\n  }}"
+    )
 
 
 def _badcert_server(badcert: tuple[str, Path, Path], web_root: Path) -> str:

@@ -59,6 +59,7 @@ def site_kinds(seed: int, domains: list[str], shares: HttpsShares) -> dict[str, 
     return {domain: site_kind(seed, domain, shares) for domain in domains}
 
 
-def https_rdata(address: str) -> str:
-    """The HTTPS record's data for a hostname on ``address``: ServiceMode, the name itself, HTTP/3 and HTTP/2."""
-    return f'1 . alpn="{ALPN}" ipv4hint={address}'
+def https_rdata(address: str, ech: str | None = None) -> str:
+    """The HTTPS record's data for a hostname on ``address``: ServiceMode, the name itself, HTTP/3 and HTTP/2,
+    and ``ech``, an ECHConfigList in base64 (harness/lab/ech.py), if the lab has one."""
+    return f'1 . alpn="{ALPN}" ipv4hint={address}' + (f" ech={ech}" if ech else "")

@@ -19,6 +19,7 @@ class ZoneData:
 
     records: dict[str, dict[str, str]]  # zone -> {hostname: address}
     https: dict[str, Kind] = field(default_factory=dict)  # zone -> "record", "alt_svc" or "none"
+    ech: str | None = None  # the ECHConfigList every HTTPS record carries (base64), if the lab has ECH
 
     def address_of(self, hostname: str) -> str | None:
         for names in self.records.values():
@@ -33,7 +34,7 @@ class ZoneData:
     def https_records(self) -> dict[str, str]:
         """hostname -> the data of its HTTPS record, for every hostname of a zone of kind "record"."""
         return {
-            host: https_rdata(addr)
+            host: https_rdata(addr, self.ech)
             for zone, kind in self.https.items()
             if kind == "record"
             for host, addr in self.records[zone].items()
@@ -73,8 +74,9 @@ def resolver_tls_name(name: str) -> str:
     return f"{name}.dns.{LAB_ZONE}"
 
 
-def build_zones(config: LabConfig, host_domain: dict[str, str]) -> ZoneData:
-    """Zones for lab.test and every registered domain of the synthetic web."""
+def build_zones(config: LabConfig, host_domain: dict[str, str], ech: str | None = None) -> ZoneData:
+    """Zones for lab.test and every registered domain of the synthetic web; ``ech``: the ECHConfigList its
+    HTTPS records carry."""
     records: dict[str, dict[str, str]] = {LAB_ZONE: infrastructure_names(config)}
     for host, domain in sorted(host_domain.items()):
         records.setdefault(domain, {})[host] = web_address(config, domain)
@@ -82,7 +84,7 @@ def build_zones(config: LabConfig, host_domain: dict[str, str]) -> ZoneData:
     if not web.https_records:
         return ZoneData(records)
     domains = sorted(set(host_domain.values()))
-    return ZoneData(records, site_kinds(web.seed, domains, load_shares(web.https_records)))
+    return ZoneData(records, site_kinds(web.seed, domains, load_shares(web.https_records)), ech)
 
 
 #: A name whose TXT answer (about 2 KB) does not fit a 1232-byte EDNS UDP

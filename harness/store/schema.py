@@ -104,6 +104,9 @@ ADDED_COLUMNS = [
     ("visits", "https_asked", "INTEGER"),
     ("visits", "https_answered", "INTEGER"),
     ("visits", "https_used", "INTEGER"),
+    # Of the page's hostnames, how many had a connection that accepted Encrypted Client Hello (a lab web with ECH,
+    # harness/lab/ech.py); NULL where the web has no ECH of the lab's.
+    ("visits", "ech_accepted", "INTEGER"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]

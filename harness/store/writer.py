@@ -346,4 +346,5 @@ def _visit_columns(record: dict) -> dict:
         "https_asked": record.get("https_asked"),
         "https_answered": record.get("https_answered"),
         "https_used": record.get("https_used"),
+        "ech_accepted": record.get("ech_accepted"),
     }
