@@ -6,7 +6,8 @@ so hostnames that shared an address share one in the lab and the browser
 coalesces their connections as it did; past the lab's web addresses they
 wrap round (docs/replay.md). The authoritative's root zone gets every
 recorded name with its CNAME chain and TTLs; A records only, as the lab has
-no IPv6. Each lab address gets from the lab CA one certificate per
+no IPv6; each name's recorded HTTPS records at its owner, rewritten for the
+lab (harness/replay/https_rewrite.py). Each lab address gets from the lab CA one certificate per
 certificate its hostnames were recorded with (the same DNS names) and one
 naming its other names, and offers HTTP/2 if any exchange with one of its
 hosts was.
@@ -18,17 +19,20 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.accounts import helper
 from harness.daemons import Daemon
+from harness.errors import HarnessError
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import LabConfig
 from harness.lab.nginx import WORKER_PROCESSES
 from harness.lab.replayfront import file_answers, front_config, require_modules, write_answers
 from harness.paths import PROJECT_ROOT
 from harness.replay.archive import Archive, SiteRecord
+from harness.replay.https_rewrite import KINDS, rewrite_https
 from harness.replay.matching import ExchangeIndex, body_for
 
 
@@ -38,6 +42,10 @@ class ReplayWeb:
 
     archive_dir: Path
     records: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # owner -> (type, data, ttl)
+    https: dict[str, tuple[list[str], int]] = field(default_factory=dict)  # owner -> (HTTPS records' data, ttl)
+    # What the rewrite for the lab did to the recorded HTTPS records, by kind (harness/replay/https_rewrite.py),
+    # and "published": the records the zone holds
+    https_changes: Counter[str] = field(default_factory=Counter)
     hosts_at: dict[str, set[str]] = field(default_factory=dict)  # lab address -> names served there
     http2_at: set[str] = field(default_factory=set)  # lab addresses offering HTTP/2
     plain_at: set[str] = field(default_factory=set)  # lab addresses serving http:// URLs on port 80
@@ -56,11 +64,14 @@ class ReplayWeb:
     def plan(cls, config: LabConfig, archive_dir: Path) -> ReplayWeb:
         """The archive's names placed in this lab (every site loaded, so a broken archive fails here)."""
         web = cls(archive_dir)
-        records = Archive(archive_dir).load_all()
+        archive = Archive(archive_dir)
+        records = archive.load_all()
         pool = config.addresses.web(config.settings.web_addresses)[1:] or config.addresses.web(1)
         mapped: dict[str, str] = {}
         for record in records:
             web._add(record, pool, mapped)
+        for record in records:  # once every name is placed: a record may point at another site's name
+            web._add_https(record, archive)
         address_of = {name: address for address, names in web.hosts_at.items() for name in names}
         web.samples = [sample for r in records for sample in web._samples(r, address_of)]
         web.loaded = records
@@ -94,6 +105,45 @@ class ReplayWeb:
             if name in tls or name not in plain:
                 self.tls_at.add(address)
 
+    def _add_https(self, record: SiteRecord, archive: Archive) -> None:
+        """The site's recorded HTTPS records at their owners (the chains' ends), rewritten for the lab; a name
+        already given records by an earlier site keeps them, as its addresses. A record dnspython cannot read
+        stops the plan with one line naming the file, the site and the name."""
+        for name, answer in sorted(record.dns.items()):
+            owner = answer.canonical
+            if not answer.https or owner in self.https or self.records.get(owner, ("",))[0] != "A":
+                continue  # none recorded, placed already, or a name the zone does not serve (no address)
+            published: list[str] = []
+            for text in answer.https:
+                try:
+                    done = rewrite_https(text, owner, self.address_of)
+                except ValueError as exc:
+                    path = archive.directory / archive.entries[record.site]["file"]
+                    raise HarnessError(
+                        f"{path}: site {record.site}, name {name}: HTTPS record {text!r}: {exc}"
+                    ) from None
+                self.https_changes.update(done.changes)
+                if done.text is not None and done.text not in published:  # rewrites may make two records one
+                    published.append(done.text)
+            if published:
+                self.https[owner] = (published, answer.https_ttl)
+                self.https_changes["published"] += len(published)
+
+    def address_of(self, name: str) -> str | None:
+        """The lab address the zone puts ``name`` on (following its CNAMEs), None if the zone has no such name."""
+        for _ in range(len(self.records) + 1):  # a chain can be no longer than the zone; bounded against a loop
+            kind, data, _ttl = self.records.get(name, ("", "", 0))
+            if kind != "CNAME":
+                return data if kind == "A" else None
+            name = data.rstrip(".")
+        return None
+
+    def https_summary(self) -> str:
+        """What the zone publishes of the recorded HTTPS records and what the rewrite changed, in one line."""
+        changes = ", ".join(f"{kind} {self.https_changes[kind]}" for kind in KINDS if self.https_changes[kind])
+        published = self.https_changes["published"]
+        return f"{published} published at {len(self.https)} names" + (f"; rewritten: {changes}" if changes else "")
+
     def _samples(self, record: SiteRecord, address_of: dict[str, str]) -> list[dict]:
         """The site's page and its last other answer recorded in full (a file), each with the status, protocol
         and bytes a client must get from the lab: what the archive recorded, as this lab serves it."""
@@ -115,9 +165,11 @@ class ReplayWeb:
 
     def zone_lines(self) -> str:
         """The archive's records for the lab's root zone."""
-        return "".join(
-            f"{owner}. {ttl} IN {kind} {data}\n" for owner, (kind, data, ttl) in sorted(self.records.items())
-        )
+        lines = [f"{owner}. {ttl} IN {kind} {data}\n" for owner, (kind, data, ttl) in sorted(self.records.items())]
+        lines += [
+            f"{owner}. {ttl} IN HTTPS {data}\n" for owner, (texts, ttl) in sorted(self.https.items()) for data in texts
+        ]
+        return "".join(lines)
 
     def certificate_groups(self, address: str) -> list[tuple[list[str], list[str]]]:
         """The certificates one address serves, each as (its DNS names, the hostnames it is for): one per
