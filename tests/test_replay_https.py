@@ -13,7 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from harness.cli import main
 from harness.errors import HarnessError
 from harness.lab.config import load_lab_config
 from harness.lab.replayweb import ReplayWeb
@@ -191,3 +193,13 @@ def test_no_records_asked_none_published(tmp_path):
 
 def test_a_dns_answer_without_https_is_not_asked():
     assert DnsAnswer("a.test").https is None
+
+
+def test_archive_show_prints_a_name_s_https_records(tmp_path):
+    write_site(tmp_path, _with_https())
+    done = CliRunner().invoke(main, ["archive", "show", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    line = next(line for line in done.output.splitlines() if line.strip().startswith("www.a.test"))
+    assert line.endswith(
+        '; HTTPS 1 . alpn="h3,h2" ipv4hint=192.0.2.1 ipv6hint=2001:db8::1 | 2 . alpn="h3,h2" ipv4hint=192.0.2.1 (60 s)'
+    )
