@@ -156,7 +156,9 @@ def test_the_zone_publishes_rewritten_records_at_the_chain_s_end(tmp_path):
     zone = web.zone_lines()
     assert f'edge.cdn.test. 60 IN HTTPS 1 . alpn="h2" ipv4hint="{edge}"\n' in zone
     assert f'edge.cdn.test. 60 IN HTTPS 2 . alpn="h2" ipv4hint="{edge}"\n' in zone
-    assert https_record_owners(zone) == {"edge.cdn.test"}  # what a visit's record reads as `published`
+    # what a visit's record reads as `published`: the owner, and the name whose chain ends there
+    assert https_record_owners(zone) == {"edge.cdn.test", "www.a.test"}
+    assert "www.a.test. 60 IN HTTPS" not in zone and "img.cdn.test" not in https_record_owners(zone)
     assert web.https_changes == {"published": 2, "h3": 2, "ipv4hint": 2, "ipv6hint": 1}
     assert web.https_summary() == "2 published at 1 names; rewritten: ipv4hint 2, ipv6hint 1, h3 2"
 
@@ -203,3 +205,11 @@ def test_archive_show_prints_a_name_s_https_records(tmp_path):
     assert line.endswith(
         '; HTTPS 1 . alpn="h3,h2" ipv4hint=192.0.2.1 ipv6hint=2001:db8::1 | 2 . alpn="h3,h2" ipv4hint=192.0.2.1 (60 s)'
     )
+
+
+def test_a_name_is_published_through_its_whole_chain_and_a_cname_loop_ends():
+    zone = (
+        "a.test. 60 IN CNAME b.test.\nb.test. 60 IN CNAME c.test.\nc.test. 60 IN HTTPS 1 . alpn=h2\n"
+        "x.test. 60 IN CNAME y.test.\ny.test. 60 IN CNAME x.test.\n"
+    )
+    assert https_record_owners(zone) == {"a.test", "b.test", "c.test"}

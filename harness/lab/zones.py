@@ -121,11 +121,23 @@ def root_zone_file(zones: ZoneData, auth_address: str, ttl: int = 300) -> str:
 
 
 def https_record_owners(zone_file: str) -> frozenset[str]:
-    """The names (lower case, no final dot) that hold an HTTPS record in a zone file `root_zone_file` wrote."""
-    owners = set()
+    """The names (lower case, no final dot) that hold an HTTPS record in a zone file `root_zone_file` wrote (with
+    a replayed web's lines), and the names whose CNAME chain ends at one: a replay publishes a record at the
+    chain's end, and a query for the name is answered with it."""
+    owners: set[str] = set()
+    cnames: dict[str, str] = {}
     for line in zone_file.splitlines():
         fields = line.split()  # "owner [ttl] IN type data"
         klass = 1 if fields[1:2] == ["IN"] else 2
         if fields[klass : klass + 2] == ["IN", "HTTPS"]:
             owners.add(fields[0].rstrip(".").lower())
+        elif fields[klass : klass + 2] == ["IN", "CNAME"] and len(fields) > klass + 2:
+            cnames[fields[0].rstrip(".").lower()] = fields[klass + 2].rstrip(".").lower()
+    for name in cnames:
+        target = name
+        for _ in range(len(cnames)):  # no longer than the zone's CNAMEs: bounded against a loop
+            target = cnames.get(target, "")
+            if target in owners:
+                owners.add(name)
+                break
     return frozenset(owners)
