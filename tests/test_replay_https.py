@@ -12,6 +12,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import dns.exception
+import dns.message
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
 import pytest
 from click.testing import CliRunner
 
@@ -20,6 +25,7 @@ from harness.errors import HarnessError
 from harness.lab.config import load_lab_config
 from harness.lab.replayweb import ReplayWeb
 from harness.lab.zones import https_record_owners
+from harness.replay import recorder
 from harness.replay.archive import INDEX, VERSION, Archive, DnsAnswer, SiteRecord, write_site
 from harness.replay.har_import import synthesize_dns
 from harness.replay.https_rewrite import Rewritten, rewrite_https
@@ -213,3 +219,43 @@ def test_a_name_is_published_through_its_whole_chain_and_a_cname_loop_ends():
         "x.test. 60 IN CNAME y.test.\ny.test. 60 IN CNAME x.test.\n"
     )
     assert https_record_owners(zone) == {"a.test", "b.test", "c.test"}
+
+
+# -- recording --------------------------------------------------------
+
+
+def _reply(rcode: dns.rcode.Rcode = dns.rcode.NOERROR, *rrsets: str) -> dns.message.Message:
+    reply = dns.message.make_response(dns.message.make_query("www.a.test", dns.rdatatype.HTTPS))
+    reply.set_rcode(rcode)
+    for text in rrsets:
+        name, ttl, klass, kind, data = text.split(" ", 4)
+        reply.answer.append(dns.rrset.from_text(name, int(ttl), klass, kind, data))
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "stored"),
+    [
+        (
+            _reply(
+                dns.rcode.NOERROR,
+                "www.a.test. 120 IN CNAME edge.cdn.test.",
+                'edge.cdn.test. 60 IN HTTPS 1 . alpn="h3,h2" ipv4hint=192.0.2.1',
+            ),
+            (['1 . alpn="h3,h2" ipv4hint="192.0.2.1"'], 60),  # the chain's end's, as dnspython prints it
+        ),
+        (_reply(dns.rcode.NOERROR), ([], 0)),  # asked, none
+        (_reply(dns.rcode.NXDOMAIN), ([], 0)),
+        (_reply(dns.rcode.SERVFAIL), (None, 0)),  # no answer: not recorded as "none"
+        (dns.exception.Timeout(), (None, 0)),
+    ],
+)
+def test_record_asks_each_name_s_https_records(monkeypatch, reply, stored):
+    def ask(namespace: str, resolver: str, name: str, rdtype: object, timeout: float) -> dns.message.Message:
+        assert rdtype == dns.rdatatype.HTTPS
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    monkeypatch.setattr(recorder, "_ask", ask)
+    assert recorder._https_records("ns", "192.0.2.53", "www.a.test", 1.0) == stored
