@@ -6,11 +6,11 @@ so hostnames that shared an address share one in the lab and the browser
 coalesces their connections as it did; past the lab's web addresses they
 wrap round (docs/replay.md). The authoritative's root zone gets every
 recorded name with its CNAME chain and TTLs; A records only, as the lab has
-no IPv6; each name's recorded HTTPS records at its owner, rewritten for the
-lab (harness/replay/https_rewrite.py). Each lab address gets from the lab CA one certificate per
-certificate its hostnames were recorded with (the same DNS names) and one
-naming its other names, and offers HTTP/2 if any exchange with one of its
-hosts was.
+no IPv6; and each name's recorded HTTPS records at the chain's end,
+rewritten for the lab (harness/replay/https_rewrite.py). Each lab address
+gets from the lab CA one certificate per certificate its hostnames were
+recorded with (the same DNS names) and one naming its other names, and
+offers HTTP/2 if any exchange with one of its hosts was.
 nginx answers exact matches from files, the replay server the rest
 (harness/lab/replayfront.py).
 """

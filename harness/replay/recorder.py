@@ -7,8 +7,8 @@ The browser trusts the proxy's CA for the recording and asks it for every
 URL; the proxy resolves through the place's resolver (the Do53 arm points
 the namespace's resolv.conf at it). Once a page is loaded, every hostname
 it used is resolved again through the same resolver with dnspython and the
-answers (CNAME chain, A and AAAA, TTLs, and the HTTPS records at the chain's end) are stored beside the
-exchanges.
+answers (CNAME chain, A and AAAA, TTLs, and the HTTPS records at the chain's
+end) are stored beside the exchanges.
 """
 
 from __future__ import annotations
