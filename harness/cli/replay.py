@@ -43,7 +43,9 @@ def archive_show(directory: Path, dns: bool) -> None:
             for name, answer in sorted(r.dns.items()):
                 chain = "".join(f" -> {target} ({ttl} s)" for target, ttl in answer.chain)
                 addresses = ", ".join(answer.a + answer.aaaa) or "no address"
-                console.print(f"  {name}{chain} -> {addresses} ({answer.a_ttl} s)", markup=False, highlight=False)
+                https = f"; HTTPS {' | '.join(answer.https)} ({answer.https_ttl} s)" if answer.https else ""
+                line = f"  {name}{chain} -> {addresses} ({answer.a_ttl} s){https}"
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @archive.command("import")

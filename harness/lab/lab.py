@@ -65,6 +65,7 @@ from harness.sitelist import load_site_list
 PROGRAMS = {"ip": "iproute2", "unbound": "unbound", "nginx": "nginx", "iptables": "iptables"}
 OUTSIDE_NAME = "this-name-is-not-in-the-lab.net"
 ARCHIVE_MARKER = "web-archive"  # in the run directory: the archive `lab up --web` was given
+REPLAY_HTTPS = "replay-https.txt"  # in the run directory: what the replay zone publishes of the HTTPS records
 #: Seconds the daemons get to listen. The wait ends as soon as all listen or one dies, so a long one costs
 #: nothing when the lab is healthy; nginx took 23 s on a 2-core host at load 10-13, and a compose worker
 #: with 10 s failed three lab starts in a row there (2026-11-28) and was restarted each time.
@@ -320,8 +321,12 @@ class Lab(Place):
         (run / "local-data-bare.conf").write_text(unbound_local_data(zones, https=False))
         extra = replay.zone_lines() if replay else ""
         (run / "root.zone").write_text(root_zone_file(zones, self.config.addresses.auth) + extra)
+        if replay:  # what a resolver without HTTPS records reads (harness/lab/zones.py, replay_zone_file)
+            bare = root_zone_file(zones, self.config.addresses.auth) + replay.zone_lines(https=False)
+            (run / "root-bare.zone").write_text(bare)
         if replay:
             (run / ARCHIVE_MARKER).write_text(f"{replay.archive_dir.resolve()}\n")
+            (run / REPLAY_HTTPS).write_text(replay.https_summary() + "\n")  # `lab check` says it, unplanned
         synthetic_h3 = self.config.settings.web.http3 and not replay  # a replay's front: harness/lab/replayweb.py
         (run / "nginx.conf").write_text(
             nginx_config(zones, run, web_root, tls.zone_certs, tls.web_key_file, tls.badcert, synthetic_h3)
@@ -419,7 +424,16 @@ class Lab(Place):
                 f"lab checks crashed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}"
             )
         results = [CheckResult(**r) for r in json.loads(proc.stdout)]
-        return results + self._replay_errors(window)
+        return results + self._replay_errors(window) + self._replay_https()
+
+    def _replay_https(self) -> list[CheckResult]:
+        """A replayed web's HTTPS records as its zone publishes them, rewritten for the lab (docs/replay.md):
+        a row that informs, never fails."""
+        summary = self.run_dir / REPLAY_HTTPS
+        if not summary.exists():
+            return []
+        # not named "replay ...": that names a site's sample (tests/test_har_replay_lab.py counts them)
+        return [CheckResult("HTTPS records of the replay zone", True, summary.read_text().strip(), 0.0)]
 
     def _replay_errors(self, window: ReplayWindow | None) -> list[CheckResult]:
         """A failed check per answer the replay could not give as recorded while the checks fetched."""

@@ -6,12 +6,14 @@ so hostnames that shared an address share one in the lab and the browser
 coalesces their connections as it did; past the lab's web addresses they
 wrap round (docs/replay.md). The authoritative's root zone gets every
 recorded name with its CNAME chain and TTLs; A records only, as the lab has
-no IPv6. Each lab address gets from the lab CA one certificate per
-certificate its hostnames were recorded with (the same DNS names) and one
-naming its other names, and offers HTTP/2 if any exchange with one of its
-hosts was. With `http3` under the profile's `[web]`, an address whose hosts
-were recorded over HTTP/3 or announced it (Alt-Svc) offers it too, through
-the HTTP/3 front, and nginx announces it there.
+no IPv6; and each name's recorded HTTPS records at the chain's end,
+rewritten for the lab (harness/replay/https_rewrite.py). Each lab address
+gets from the lab CA one certificate per certificate its hostnames were
+recorded with (the same DNS names) and one naming its other names, and
+offers HTTP/2 if any exchange with one of its hosts was. With `http3` under
+the profile's `[web]`, an address whose hosts were recorded over HTTP/3 or
+announced it (Alt-Svc, or `alpn` h3 in an HTTPS record) offers it too,
+through the HTTP/3 front; nginx announces it there, and the records keep h3.
 nginx answers exact matches from files, the replay server the rest
 (harness/lab/replayfront.py).
 """
@@ -21,11 +23,13 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.accounts import helper
 from harness.daemons import Daemon
+from harness.errors import HarnessError
 from harness.lab.ca import CertificateAuthority, new_key, write_key
 from harness.lab.config import LabConfig
 from harness.lab.h3front import front_argv as h3_argv
@@ -34,6 +38,7 @@ from harness.lab.nginx import WORKER_PROCESSES
 from harness.lab.replayfront import file_answers, front_config, require_modules, write_answers
 from harness.paths import PROJECT_ROOT
 from harness.replay.archive import Archive, Exchange, SiteRecord
+from harness.replay.https_rewrite import KINDS, announces_h3, rewrite_https
 from harness.replay.matching import ExchangeIndex, body_for
 
 #: An Alt-Svc value that offers HTTP/3 (h3, or a draft's h3-NN) somewhere.
@@ -46,6 +51,10 @@ class ReplayWeb:
 
     archive_dir: Path
     records: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # owner -> (type, data, ttl)
+    https: dict[str, tuple[list[str], int]] = field(default_factory=dict)  # owner -> (HTTPS records' data, ttl)
+    # What the rewrite for the lab did to the recorded HTTPS records, by kind (harness/replay/https_rewrite.py),
+    # and "published": the records the zone holds
+    https_changes: Counter[str] = field(default_factory=Counter)
     hosts_at: dict[str, set[str]] = field(default_factory=dict)  # lab address -> names served there
     http2_at: set[str] = field(default_factory=set)  # lab addresses offering HTTP/2
     # Lab addresses whose hosts were recorded over HTTP/3 or announced it: where a lab with `http3` offers it
@@ -66,11 +75,15 @@ class ReplayWeb:
     def plan(cls, config: LabConfig, archive_dir: Path) -> ReplayWeb:
         """The archive's names placed in this lab (every site loaded, so a broken archive fails here)."""
         web = cls(archive_dir)
-        records = Archive(archive_dir).load_all()
+        archive = Archive(archive_dir)
+        records = archive.load_all()
         pool = config.addresses.web(config.settings.web_addresses)[1:] or config.addresses.web(1)
         mapped: dict[str, str] = {}
         for record in records:
             web._add(record, pool, mapped)
+        h3_at = frozenset(web.h3_served(config.settings.web.http3))
+        for record in records:  # once every name is placed: a record may point at another site's name
+            web._add_https(record, archive, h3_at)
         address_of = {name: address for address, names in web.hosts_at.items() for name in names}
         web.samples = [sample for r in records for sample in web._samples(r, address_of)]
         web.loaded = records
@@ -83,6 +96,7 @@ class ReplayWeb:
         # Over TCP a host recorded over HTTP/3 (found through Alt-Svc after HTTP/2) is offered HTTP/2.
         http2 = {e.host for e in record.exchanges if e.http_version.upper().startswith(("HTTP/2", "HTTP/3"))}
         h3 = {e.host for e in record.exchanges if e.http_version.upper().startswith("HTTP/3") or _offers_h3(e)}
+        h3 |= {name for name, answer in record.dns.items() if any(announces_h3(t) for t in answer.https or [])}
         plain = {e.host for e in record.exchanges if e.url.lower().startswith("http://")}
         tls = {e.host for e in record.exchanges if e.url.lower().startswith("https://")}
         for name, answer in sorted(record.dns.items()):
@@ -107,6 +121,46 @@ class ReplayWeb:
             if name in tls or name not in plain:
                 self.tls_at.add(address)
 
+    def _add_https(self, record: SiteRecord, archive: Archive, h3_at: frozenset[str]) -> None:
+        """The site's recorded HTTPS records at their owners (the chains' ends), rewritten for the lab (h3 kept
+        in `alpn` at the addresses ``h3_at`` that offer HTTP/3); a name already given records by an earlier site
+        keeps them, as its addresses. A record dnspython cannot read stops the plan with one line naming the
+        file, the site and the name."""
+        for name, answer in sorted(record.dns.items()):
+            owner = answer.canonical
+            if not answer.https or owner in self.https or self.records.get(owner, ("",))[0] != "A":
+                continue  # none recorded, placed already, or a name the zone does not serve (no address)
+            published: list[str] = []
+            for text in answer.https:
+                try:
+                    done = rewrite_https(text, owner, self.address_of, h3_at)
+                except ValueError as exc:
+                    path = archive.directory / archive.entries[record.site]["file"]
+                    raise HarnessError(
+                        f"{path}: site {record.site}, name {name}: HTTPS record {text!r}: {exc}"
+                    ) from None
+                self.https_changes.update(done.changes)
+                if done.text is not None and done.text not in published:  # rewrites may make two records one
+                    published.append(done.text)
+            if published:
+                self.https[owner] = (published, answer.https_ttl)
+                self.https_changes["published"] += len(published)
+
+    def address_of(self, name: str) -> str | None:
+        """The lab address the zone puts ``name`` on (following its CNAMEs), None if the zone has no such name."""
+        for _ in range(len(self.records) + 1):  # a chain can be no longer than the zone; bounded against a loop
+            kind, data, _ttl = self.records.get(name, ("", "", 0))
+            if kind != "CNAME":
+                return data if kind == "A" else None
+            name = data.rstrip(".")
+        return None
+
+    def https_summary(self) -> str:
+        """What the zone publishes of the recorded HTTPS records and what the rewrite changed, in one line."""
+        changes = ", ".join(f"{kind} {self.https_changes[kind]}" for kind in KINDS if self.https_changes[kind])
+        published = self.https_changes["published"]
+        return f"{published} published at {len(self.https)} names" + (f"; rewritten: {changes}" if changes else "")
+
     def _samples(self, record: SiteRecord, address_of: dict[str, str]) -> list[dict]:
         """The site's page and its last other answer recorded in full (a file), each with the status, protocol
         and bytes a client must get from the lab: what the archive recorded, as this lab serves it."""
@@ -126,11 +180,15 @@ class ReplayWeb:
             for e in chosen
         ]
 
-    def zone_lines(self) -> str:
-        """The archive's records for the lab's root zone."""
-        return "".join(
-            f"{owner}. {ttl} IN {kind} {data}\n" for owner, (kind, data, ttl) in sorted(self.records.items())
-        )
+    def zone_lines(self, https: bool = True) -> str:
+        """The archive's records for the lab's root zone (``https`` False: without its HTTPS records)."""
+        lines = [f"{owner}. {ttl} IN {kind} {data}\n" for owner, (kind, data, ttl) in sorted(self.records.items())]
+        lines += [
+            f"{owner}. {ttl} IN HTTPS {data}\n"
+            for owner, (texts, ttl) in sorted(self.https.items() if https else [])
+            for data in texts
+        ]
+        return "".join(lines)
 
     def certificate_groups(self, address: str) -> list[tuple[list[str], list[str]]]:
         """The certificates one address serves, each as (its DNS names, the hostnames it is for): one per

@@ -21,7 +21,7 @@ from harness.lab.config import LabConfig, RecursiveResolver
 from harness.lab.h3front import READY, front_argv
 from harness.lab.replayweb import ReplayWeb
 from harness.lab.unbound import DOH3_PORT, DOQ_PORT, authoritative_config, nodelay_env, openssl_conf, resolver_config
-from harness.lab.zones import local_data_file, resolver_tls_name
+from harness.lab.zones import local_data_file, replay_zone_file, resolver_tls_name
 from harness.paths import PROJECT_ROOT
 
 DNSPROXY = PROJECT_ROOT / "build" / "bin" / "dnsproxy"
@@ -87,7 +87,7 @@ class LabServers:
             cert.write_bytes(tls.ca.issue([resolver_tls_name(r.name)], [addr], tls.resolver_key))
             faults.write_certificates(run / "certs", tls.ca, tls.resolver_key, r.name, addr)
             conf = run / f"resolver-{r.name}.conf"
-            zone = run / "root.zone" if self.replay else None
+            zone = replay_zone_file(run, r) if self.replay else None
             data = local_data_file(run, r)
             conf.write_text(resolver_config(cfg, i, r, run, cert, tls.resolver_key_file, data, zone))
             daemons.append(

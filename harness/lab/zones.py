@@ -47,6 +47,13 @@ def local_data_file(run: Path, resolver: LocalResolver | RecursiveResolver) -> P
     return run / ("local-data-bare.conf" if bare else "local-data.conf")
 
 
+def replay_zone_file(run: Path, resolver: LocalResolver | RecursiveResolver) -> Path:
+    """The root zone a lab resolver reads as its upstream when the lab replays an archive: the lab's, or, for a
+    resolver without HTTPS records, the one that leaves the archive's out."""
+    bare = isinstance(resolver, LocalResolver) and not resolver.https_records
+    return run / ("root-bare.zone" if bare else "root.zone")
+
+
 def web_address(config: LabConfig, domain: str) -> str:
     """The web address a registered domain is pinned to (stable across runs)."""
     pool = config.addresses.web(config.settings.web_addresses)
@@ -123,11 +130,23 @@ def root_zone_file(zones: ZoneData, auth_address: str, ttl: int = 300) -> str:
 
 
 def https_record_owners(zone_file: str) -> frozenset[str]:
-    """The names (lower case, no final dot) that hold an HTTPS record in a zone file `root_zone_file` wrote."""
-    owners = set()
+    """The names (lower case, no final dot) that hold an HTTPS record in a zone file `root_zone_file` wrote (with
+    a replayed web's lines), and the names whose CNAME chain ends at one: a replay publishes a record at the
+    chain's end, and a query for the name is answered with it."""
+    owners: set[str] = set()
+    cnames: dict[str, str] = {}
     for line in zone_file.splitlines():
         fields = line.split()  # "owner [ttl] IN type data"
         klass = 1 if fields[1:2] == ["IN"] else 2
         if fields[klass : klass + 2] == ["IN", "HTTPS"]:
             owners.add(fields[0].rstrip(".").lower())
+        elif fields[klass : klass + 2] == ["IN", "CNAME"] and len(fields) > klass + 2:
+            cnames[fields[0].rstrip(".").lower()] = fields[klass + 2].rstrip(".").lower()
+    for name in cnames:
+        target = name
+        for _ in range(len(cnames)):  # no longer than the zone's CNAMEs: bounded against a loop
+            target = cnames.get(target, "")
+            if target in owners:
+                owners.add(name)
+                break
     return frozenset(owners)

@@ -6,7 +6,8 @@ their files and SHA-256) and `sites/<site>.json.gz`: one site's exchanges
 the DNS of every hostname it used (CNAME chain, A and AAAA with TTLs), and
 the names on each hostname's server certificate (version 2), and what a HAR
 import changed (version 3): requests that failed in the original, bodies
-made up because the HAR held none, headers HTTP cannot carry.
+made up because the HAR held none, headers HTTP cannot carry; each hostname's
+HTTPS records (version 4, RFC 9460), or that none were asked.
 Loading checks everything and fails with one line naming the file and what
 is wrong: a truncated or corrupt file, an unknown version, a missing body.
 """
@@ -28,10 +29,10 @@ from harness.durable import write_durably
 from harness.errors import HarnessError
 
 FORMAT = "dnsstudy-replay-archive"
-VERSION = 3
+VERSION = 4
 #: Versions this dnsstudy reads: 1 has no certificate names, 2 no import notes and no failed or filled
-#: exchanges (docs/replay.md).
-READS = (1, 2, 3)
+#: exchanges, 3 no HTTPS records (docs/replay.md).
+READS = (1, 2, 3, 4)
 INDEX = "archive.json"
 
 
@@ -80,6 +81,10 @@ class DnsAnswer:
     aaaa: list[str] = field(default_factory=list)
     aaaa_ttl: int = 300
     synthesized: bool = False  # made up at import (a HAR has no DNS), not recorded
+    # The HTTPS records (RFC 9460) of the chain's end, as dnspython prints them (version 4). None: not asked
+    # (an archive before version 4, a HAR import) or not answered (SERVFAIL, timeout); []: asked, none.
+    https: list[str] | None = None
+    https_ttl: int = 0
 
     @property
     def canonical(self) -> str:
@@ -154,7 +159,7 @@ def _dns_json(d: DnsAnswer) -> dict:
         "aaaa": d.aaaa,
         "aaaa_ttl": d.aaaa_ttl,
         "synthesized": d.synthesized,
-    }
+    } | ({"https": d.https, "https_ttl": d.https_ttl} if d.https is not None else {})
 
 
 def write_site(directory: Path, record: SiteRecord) -> None:
@@ -177,7 +182,7 @@ def write_site(directory: Path, record: SiteRecord) -> None:
     write_durably(data, directory / relative)
     index: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     if (directory / INDEX).exists():
-        index = _read_index(directory) | {"version": VERSION}  # a site of an earlier version reads as one of 3
+        index = _read_index(directory) | {"version": VERSION}  # a site of an earlier version reads as one of 4
     sites = [s for s in index.get("sites", []) if s["site"] != record.site]
     sites.append({"site": record.site, "file": relative, "sha256": hashlib.sha256(data).hexdigest()})
     index["sites"] = sorted(sites, key=lambda s: s["site"])
@@ -279,4 +284,7 @@ def _dns_from(name: str, d: dict) -> DnsAnswer:
         aaaa=[str(a) for a in d["aaaa"]],
         aaaa_ttl=int(d["aaaa_ttl"]),
         synthesized=bool(d["synthesized"]),
+        # absent: not asked (before version 4, a HAR import), never "none" made up
+        https=None if d.get("https") is None else [str(r) for r in d["https"]],
+        https_ttl=int(d.get("https_ttl", 0)),
     )

@@ -7,7 +7,8 @@ The browser trusts the proxy's CA for the recording and asks it for every
 URL; the proxy resolves through the place's resolver (the Do53 arm points
 the namespace's resolv.conf at it). Once a page is loaded, every hostname
 it used is resolved again through the same resolver with dnspython and the
-answers (CNAME chain, A and AAAA, TTLs) are stored beside the exchanges.
+answers (CNAME chain, A and AAAA, TTLs, and the HTTPS records at the chain's
+end) are stored beside the exchanges.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
+import dns.exception
 import dns.flags
 import dns.message
 import dns.query
+import dns.rcode
 import dns.rdatatype
 
 from harness import netns
@@ -127,13 +130,12 @@ def _exchange(d: dict) -> Exchange:
 
 
 def resolve(namespace: str, resolver: str, name: str, timeout: float = 5.0) -> DnsAnswer:
-    """``name``'s CNAME chain, A and AAAA with their TTLs, asked of ``resolver`` from inside ``namespace``."""
+    """``name``'s CNAME chain, A and AAAA with their TTLs, and the HTTPS records at the chain's end, asked of
+    ``resolver`` from inside ``namespace``."""
     chain: list[tuple[str, int]] = []
     found: dict[int, tuple[list[str], int]] = {}
     for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
-        query = dns.message.make_query(name, rdtype)
-        with netns.entered(namespace):
-            reply, _ = dns.query.udp_with_fallback(query, resolver, timeout=timeout)
+        reply = _ask(namespace, resolver, name, rdtype, timeout)
         links, addresses, ttl = [], [], 0
         for rrset in reply.answer:
             if rrset.rdtype == dns.rdatatype.CNAME:
@@ -143,7 +145,37 @@ def resolve(namespace: str, resolver: str, name: str, timeout: float = 5.0) -> D
         chain = chain or links
         found[rdtype] = (addresses, ttl)
     (a, a_ttl), (aaaa, aaaa_ttl) = found[dns.rdatatype.A], found[dns.rdatatype.AAAA]
-    return DnsAnswer(name=name, chain=chain, a=a, a_ttl=a_ttl, aaaa=aaaa, aaaa_ttl=aaaa_ttl)
+    https, https_ttl = _https_records(namespace, resolver, name, timeout)
+    return DnsAnswer(
+        name=name, chain=chain, a=a, a_ttl=a_ttl, aaaa=aaaa, aaaa_ttl=aaaa_ttl, https=https, https_ttl=https_ttl
+    )
+
+
+def _ask(
+    namespace: str, resolver: str, name: str, rdtype: dns.rdatatype.RdataType, timeout: float
+) -> dns.message.Message:
+    query = dns.message.make_query(name, rdtype)
+    with netns.entered(namespace):
+        reply, _ = dns.query.udp_with_fallback(query, resolver, timeout=timeout)
+    return reply
+
+
+def _https_records(namespace: str, resolver: str, name: str, timeout: float) -> tuple[list[str] | None, int]:
+    """The HTTPS records (RFC 9460) at the end of ``name``'s CNAME chain as dnspython prints them, and their TTL;
+    [] when the resolver says there are none, None when it gave no answer (a timeout, SERVFAIL): a failure is
+    not recorded as "none"."""
+    try:
+        reply = _ask(namespace, resolver, name, dns.rdatatype.HTTPS, timeout)
+    except dns.exception.Timeout:
+        return None, 0
+    if reply.rcode() not in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN):
+        return None, 0
+    # A record lives at the name that owns it, the chain's end: the reply's HTTPS set is that name's (a CNAME
+    # excludes any other data at its own name), so it goes with the chain the A reply gave.
+    for rrset in reply.answer:
+        if rrset.rdtype == dns.rdatatype.HTTPS:
+            return sorted(r.to_text() for r in rrset), rrset.ttl
+    return [], 0
 
 
 def site_url(site: str) -> str:
