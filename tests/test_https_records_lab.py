@@ -17,8 +17,10 @@ import pytest
 from harness import netns
 from harness.lab import faults
 from harness.lab.config import load_lab_config
+from harness.lab.h3front import chromium_unknown_root_hosts
 from harness.lab.svcb import load_shares, site_kinds
 from harness.lab.zones import web_address
+from harness.paths import PROJECT_ROOT
 from harness.visit import Visitor
 from tests.conftest import own_lab
 from tests.test_h3_lab import _browser_dns, _entries
@@ -152,6 +154,36 @@ def test_chromium_asks_and_gets_a_site_s_https_record_on_every_arm_and_stays_on_
     host = next(h for h in result.https_hosts if h["host"] == site)
     assert host["published"] and host["answered"] and not host["used"], host
     assert result.first_h3 is False and "h3" not in (result.http_versions or {}), result.http_versions
+
+
+def _chromium_quic_profile(lab, tmp_path: Path, site: str) -> Path:
+    """The current Chromium DNS profile with the site's page's hosts allowed the lab's CA over QUIC, none forced."""
+    page = next(p for p in lab.web().pages if p.site == site)
+    hosts = sorted(set(page.hostnames + page.late_hostnames))
+    text = (PROJECT_ROOT / "profiles/chromium/dns-current.toml").read_text()
+    text += (
+        f'\n[[setting]]\nname = "origin-to-force-quic-on"\nkind = "switch"\n'
+        f'value = "{chromium_unknown_root_hosts(hosts)}"\nreason = "the lab CA over QUIC (test)"\n'
+    )
+    path = tmp_path / "chromium-h3.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
+def test_chromium_allowed_the_lab_ca_over_quic_goes_to_http3_first_on_every_arm(records_lab, tmp_path, protocol):
+    """With the site's hosts allowed the lab's CA over QUIC at a port no page uses (nothing forced), Chromium
+    discovers HTTP/3 itself: its first request to a `record` site goes over HTTP/3 and the record says used."""
+    site = _site_of_kind(records_lab, "record")
+    profile = _chromium_quic_profile(records_lab, tmp_path, site)
+    visitor = Visitor(records_lab, tmp_path, timeout=30.0, margin=10.0, browser="chromium", browser_dns=profile)
+    try:
+        result = visitor.visit_once(f"https://{site}/", protocol, "near")
+    finally:
+        visitor.close()
+    assert result.error_class == "Successful" and result.first_h3, (result.error_class, result.http_versions)
+    host = next(h for h in result.https_hosts or [] if h["host"] == site)
+    assert host["answered"] and host["used"] and host["first_version"] == "h3", host
 
 
 def test_the_bare_resolver_serves_the_same_web_without_the_records(records_lab, tmp_path):
