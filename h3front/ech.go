@@ -1,6 +1,6 @@
 package main
 
-// Encrypted Client Hello on the front's QUIC connections: the lab writes one ECHConfig (the one its zones
+// Encrypted Client Hello on the front's connections (QUIC, and TCP with `tcp`, tcp.go): the lab writes one ECHConfig (the one its zones
 // publish in `record` sites' HTTPS records, harness/lab/ech.py) and its X25519 private key, and Go's TLS
 // server decrypts a client's inner ClientHello with them. Each request's log line says whether its
 // connection's ECH was accepted, which is how a visit's record learns it (harness/lab/ech.py).
@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -62,16 +63,21 @@ func (l *echLog) connContext(ctx context.Context, conn *quic.Conn) context.Conte
 		case <-conn.Context().Done():
 			return
 		}
-		state := conn.ConnectionState().TLS
-		accepted := 0
-		if state.ECHAccepted {
-			accepted = 1
-		}
-		line := fmt.Sprintf("%s %s %s ech=%d\n", time.Now().UTC().Format(time.RFC3339Nano), conn.RemoteAddr(),
-			state.ServerName, accepted)
-		l.mu.Lock()
-		_, _ = l.out.WriteString(line)
-		l.mu.Unlock()
+		l.write(conn.RemoteAddr(), conn.ConnectionState().TLS, "quic")
 	}()
 	return ctx
+}
+
+// write logs one connection: when, from where, its server name (the inner one when ECH was accepted), ECH, and
+// its transport ("quic" or "tcp").
+func (l *echLog) write(remote net.Addr, state tls.ConnectionState, transport string) {
+	accepted := 0
+	if state.ECHAccepted {
+		accepted = 1
+	}
+	line := fmt.Sprintf("%s %s %s ech=%d %s\n", time.Now().UTC().Format(time.RFC3339Nano), remote, state.ServerName,
+		accepted, transport)
+	l.mu.Lock()
+	_, _ = l.out.WriteString(line)
+	l.mu.Unlock()
 }

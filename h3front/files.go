@@ -15,10 +15,12 @@ import (
 	"time"
 )
 
-// siteRoot is one nginx server block's files: its names (as in `certificate`) and its root.
+// siteRoot is one nginx server block's files: its names (as in `certificate`), its root and, if the block has
+// add_header lines of its own (which stop nginx inheriting the http block's), those.
 type siteRoot struct {
-	Names []string `json:"names"`
-	Root  string   `json:"root"`
+	Names      []string    `json:"names"`
+	Root       string      `json:"root"`
+	AddHeaders [][2]string `json:"add_headers"`
 }
 
 // fileConfig is what the front serves from files: nginx's `root` per server block, the shared
@@ -31,7 +33,7 @@ type fileConfig struct {
 }
 
 type fileServer struct {
-	roots      map[string]string // name or ".parent" of a wildcard -> root
+	sites      map[string]siteRoot // name or ".parent" of a wildcard -> its server block
 	shared     map[string]string
 	types      map[string]string // extension without the dot -> type
 	addHeaders [][2]string
@@ -64,30 +66,36 @@ func newFileServer(c *fileConfig, next http.Handler) (*fileServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	roots := make(map[string]string)
+	sites := make(map[string]siteRoot)
 	for _, site := range c.Sites {
 		for _, name := range site.Names {
-			roots[strings.ToLower(strings.TrimPrefix(name, "*"))] = site.Root
+			sites[strings.ToLower(strings.TrimPrefix(name, "*"))] = site
 		}
 	}
-	return &fileServer{roots: roots, shared: c.Shared, types: types, addHeaders: c.AddHeaders, next: next}, nil
+	return &fileServer{sites: sites, shared: c.Shared, types: types, addHeaders: c.AddHeaders, next: next}, nil
 }
 
-// root is the directory nginx would serve the request's path from ("" if none).
-func (f *fileServer) root(host, urlPath string) string {
+// site is the server block nginx would pick for the request's host (false if none).
+func (f *fileServer) site(host string) (siteRoot, bool) {
+	host = strings.ToLower(strings.TrimSuffix(strings.Split(host, ":")[0], "."))
+	if site, ok := f.sites[host]; ok {
+		return site, true
+	}
+	if dot := strings.IndexByte(host, '.'); dot >= 0 {
+		site, ok := f.sites[host[dot:]]
+		return site, ok
+	}
+	return siteRoot{}, false
+}
+
+// root is the directory nginx would serve the request's path from in site ("" if none).
+func (f *fileServer) root(site siteRoot, urlPath string) string {
 	for prefix, root := range f.shared {
 		if strings.HasPrefix(urlPath, prefix) {
 			return root
 		}
 	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Split(host, ":")[0], "."))
-	if root, ok := f.roots[host]; ok {
-		return root
-	}
-	if dot := strings.IndexByte(host, '.'); dot >= 0 {
-		return f.roots[host[dot:]]
-	}
-	return ""
+	return site.Root
 }
 
 // plain says whether nginx would answer the request with the whole file and status 200.
@@ -113,9 +121,10 @@ func fileName(urlPath string) (string, bool) {
 }
 
 func (f *fileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	root := f.root(r.Host, r.URL.Path)
+	site, known := f.site(r.Host)
+	root := f.root(site, r.URL.Path)
 	name, clean := fileName(r.URL.Path)
-	if root == "" || !clean || !plain(r) {
+	if !known || root == "" || !clean || !plain(r) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
@@ -130,7 +139,7 @@ func (f *fileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	f.writeHeaders(w.Header(), name, info)
+	f.writeHeaders(w.Header(), name, info, site)
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
 		_, _ = file.WriteTo(w)
@@ -138,7 +147,7 @@ func (f *fileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeHeaders writes what nginx 1.22 sends with a static file (server_tokens off), then its add_header lines.
-func (f *fileServer) writeHeaders(h http.Header, name string, info os.FileInfo) {
+func (f *fileServer) writeHeaders(h http.Header, name string, info os.FileInfo, site siteRoot) {
 	kind := f.types[strings.TrimPrefix(path.Ext(name), ".")]
 	if kind == "" {
 		kind = "application/octet-stream" // nginx.conf's default_type
@@ -150,7 +159,11 @@ func (f *fileServer) writeHeaders(h http.Header, name string, info os.FileInfo) 
 	h["Content-Length"] = []string{fmt.Sprint(info.Size())}
 	h["Last-Modified"] = []string{modified.UTC().Format(http.TimeFormat)}
 	h["Etag"] = []string{fmt.Sprintf("\"%x-%x\"", modified.Unix(), info.Size())}
-	for _, kv := range f.addHeaders {
+	addHeaders := f.addHeaders
+	if site.AddHeaders != nil {
+		addHeaders = site.AddHeaders
+	}
+	for _, kv := range addHeaders {
 		h[http.CanonicalHeaderKey(kv[0])] = append(h[http.CanonicalHeaderKey(kv[0])], kv[1])
 	}
 	h["Accept-Ranges"] = []string{"bytes"}

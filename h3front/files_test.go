@@ -81,3 +81,18 @@ func TestEverythingElseGoesToNginx(t *testing.T) {
 		t.Errorf("%d of %d passed on", *passed, len(requests))
 	}
 }
+
+func TestABlockWithHeadersOfItsOwnDoesNotInheritTheOthers(t *testing.T) {
+	f, dir, _ := testServer(t)
+	silent := siteRoot{Names: []string{"b.test"}, Root: filepath.Join(dir, "pages", "a.test"),
+		AddHeaders: [][2]string{{"Cache-Control", "no-store"}}}
+	f.sites["b.test"] = silent
+	for url, altSvc := range map[string]bool{"https://b.test/": false, "https://b.test/o/img/256.png": false, "https://a.test/": true} {
+		w := httptest.NewRecorder()
+		f.ServeHTTP(w, httptest.NewRequest(http.MethodGet, url, nil))
+		h := w.Result().Header
+		if w.Code != http.StatusOK || h.Get("Cache-Control") != "no-store" || (h.Get("Alt-Svc") != "") != altSvc {
+			t.Errorf("%s: %d %v", url, w.Code, h)
+		}
+	}
+}

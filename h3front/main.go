@@ -10,7 +10,8 @@
 //
 // Once every UDP socket is bound it accepts TCP on the configuration's
 // `ready` address, which is how the lab sees it is up (nothing else is read
-// there). It parses network data, so the lab runs it as an unprivileged
+// there). With `tcp` (a lab with ECH, which nginx cannot decrypt) it also
+// serves TLS over TCP on the same addresses with the same handler (tcp.go). It parses network data, so the lab runs it as an unprivileged
 // account with only CAP_NET_BIND_SERVICE.
 //
 //	h3front -config h3front.json
@@ -18,7 +19,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"flag"
@@ -54,6 +54,7 @@ type config struct {
 	AccessLog    string        `json:"access_log"`   // one line per request
 	Files        *fileConfig   `json:"files"`        // optional: files answered without the hop to nginx
 	ECH          *echFiles     `json:"ech"`          // optional: Encrypted Client Hello (ech.go)
+	TCP          bool          `json:"tcp"`          // also TLS over TCP `port`, HTTP/2 and HTTP/1.1 (tcp.go)
 }
 
 func readConfig(path string) (*config, error) {
@@ -72,6 +73,9 @@ func readConfig(path string) (*config, error) {
 	}
 	if (c.Upstream == "") == (c.UpstreamTLS == nil) {
 		return nil, fmt.Errorf("%s: exactly one of upstream and upstream_tls is required", path)
+	}
+	if c.TCP && c.UpstreamTLS != nil {
+		return nil, fmt.Errorf("%s: tcp is served only in front of the synthetic web's nginx (upstream)", path)
 	}
 	if c.UpstreamTLS != nil && c.Files != nil {
 		return nil, fmt.Errorf("%s: files are answered only in front of the synthetic web's nginx (upstream)", path)
@@ -210,41 +214,52 @@ func run(path string) error {
 		return err
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: pick(byName)}
-	var connContext func(context.Context, *quic.Conn) context.Context
+	var echLog *echLog
 	if c.ECH != nil {
 		if tlsConfig.EncryptedClientHelloKeys, err = echKeys(c.ECH); err != nil {
 			return err
 		}
-		echLog, err := openECHLog(c.ECH.Log)
-		if err != nil {
+		if echLog, err = openECHLog(c.ECH.Log); err != nil {
 			return err
 		}
-		connContext = echLog.connContext
 	}
 	server := &http3.Server{
 		TLSConfig:   http3.ConfigureTLSConfig(tlsConfig),
-		ConnContext: connContext,
 		QUICConfig:  &quic.Config{MaxIdleTimeout: 65 * time.Second}, // nginx's keepalive_timeout
 		Handler:     handler,
 		IdleTimeout: 65 * time.Second,
+	}
+	if echLog != nil {
+		server.ConnContext = echLog.connContext
 	}
 	conns, err := listen(c)
 	if err != nil {
 		return err
 	}
+	serveTLS := func(chan<- error) {}
+	if c.TCP {
+		if serveTLS, err = serveTCP(c, tlsConfig, handler, echLog); err != nil {
+			return err
+		}
+	}
 	if err := announceReady(c.Ready); err != nil {
 		return err
 	}
-	upstream := c.Upstream
-	if c.UpstreamTLS != nil {
-		upstream = "each address's port 443 over TLS"
-	}
-	log.Printf("h3front: HTTP/3 on %d addresses, port %d, %d names; upstream %s", len(conns), c.Port, len(byName), upstream)
-	errs := make(chan error, len(conns))
+	log.Printf("h3front: HTTP/3 on %d addresses, port %d, %d names; TCP too: %v; upstream %s", len(conns), c.Port,
+		len(byName), c.TCP, upstreamName(c))
+	errs := make(chan error, 2*len(conns))
 	for _, conn := range conns {
 		go func(conn net.PacketConn) { errs <- server.Serve(conn) }(conn)
 	}
+	serveTLS(errs)
 	return <-errs
+}
+
+func upstreamName(c *config) string {
+	if c.UpstreamTLS != nil {
+		return "each address's port 443 over TLS"
+	}
+	return c.Upstream
 }
 
 func main() {

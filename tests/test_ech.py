@@ -54,13 +54,13 @@ def test_an_https_record_carries_the_list_as_dnspython_reads_it(tmp_path):
 
 def test_the_connection_log_is_read_from_the_window(tmp_path):
     log = tmp_path / "h3front-ech.log"
-    log.write_text("2026-11-28T22:00:00Z 198.18.0.2:1 old.test ech=1\n")
+    log.write_text("2026-11-28T22:00:00Z 198.18.0.2:1 old.test ech=1 quic\n")
     window = log.stat().st_size
     with log.open("a") as f:
-        f.write("2026-11-28T22:00:01Z 198.18.0.2:2 a.test ech=0\n")
-        f.write("2026-11-28T22:00:01Z 198.18.0.2:3 a.test ech=1\n")
-        f.write(f"2026-11-28T22:00:01Z 198.18.0.2:4 {PUBLIC_NAME} ech=0\n")
-        f.write("2026-11-28T22:00:01Z 198.18.0.2:5 b.test ech=0\n")
+        f.write("2026-11-28T22:00:01Z 198.18.0.2:2 a.test ech=0 tcp\n")
+        f.write("2026-11-28T22:00:01Z 198.18.0.2:3 a.test ech=1 quic\n")
+        f.write(f"2026-11-28T22:00:01Z 198.18.0.2:4 {PUBLIC_NAME} ech=0 quic\n")
+        f.write("2026-11-28T22:00:01Z 198.18.0.2:5 b.test ech=0 quic\n")
         f.write("a torn line\n")
     assert ech_hosts(log, window) == {"a.test": True, PUBLIC_NAME: False, "b.test": False}
     assert ech_hosts(tmp_path / "none.log", 0) == {}

@@ -55,8 +55,9 @@ def _entries(har_path: str | None) -> list[dict]:
     return json.loads(gzip.open(har_path).read())["log"]["entries"]
 
 
-def _h2_headers(lab, url: str) -> tuple[dict[str, str], int]:
-    """nginx's answer over HTTP/2 from the client namespace: its headers (lower-case names) and body size."""
+def _h2_headers(lab, url: str, status: int = 200) -> tuple[dict[str, str], int]:
+    """The answer over HTTP/2 from the client namespace, which must have ``status``: its headers (lower-case
+    names) and body size."""
     argv = [
         "curl",
         "-s",
@@ -72,7 +73,7 @@ def _h2_headers(lab, url: str) -> tuple[dict[str, str], int]:
     ]
     out = subprocess.run(netns.command(lab.namespaces["client"], [*argv, url]), capture_output=True, text=True)
     lines = out.stdout.strip().splitlines()
-    assert lines[0].startswith("HTTP/2 200"), out.stdout
+    assert lines[0].startswith(f"HTTP/2 {status}"), out.stdout
     headers = dict(line.split(": ", 1) for line in lines[1:-1] if ": " in line)
     return {k.lower(): v.strip() for k, v in headers.items()}, int(lines[-1])
 

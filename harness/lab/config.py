@@ -79,8 +79,8 @@ class WebSettings(_Strict):
     # HTTPS records (RFC 9460) in the zones: a profile of the shares of sites with a record, with Alt-Svc only
     # and with neither (profiles/web/https-records.toml; harness/lab/svcb.py). None: no zone has one.
     https_records: str | None = None
-    # Encrypted Client Hello: every HTTPS record carries the lab's ECH configuration and the HTTP/3 front
-    # accepts it (harness/lab/ech.py; docs/web.md, "ECH").
+    # Encrypted Client Hello: every HTTPS record carries the lab's ECH configuration and the front accepts it,
+    # over QUIC and over TCP, which it then takes from nginx (harness/lab/ech.py; docs/web.md, "ECH").
     ech: bool = False
 
     @model_validator(mode="after")

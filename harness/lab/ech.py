@@ -78,7 +78,8 @@ def ech_log(run: Path) -> Path:
 
 def ech_hosts(log: Path, since: int) -> dict[str, bool]:
     """Per server name of the connections the front logged after byte ``since``: True when one of them
-    accepted ECH (the inner ClientHello's name), False when none did. A rejected ECH names the public name."""
+    accepted ECH (the inner ClientHello's name), False when none did. A rejected ECH names the public name.
+    A line is "time client name ech=0|1 quic|tcp" (h3front/ech.go)."""
     hosts: dict[str, bool] = {}
     if not log.exists():
         return hosts
@@ -87,6 +88,6 @@ def ech_hosts(log: Path, since: int) -> dict[str, bool]:
         lines = f.read().decode(errors="replace").splitlines()
     for line in lines:
         fields = line.split(" ")
-        if len(fields) == 4 and fields[3] in ("ech=0", "ech=1"):
+        if len(fields) == 5 and fields[3] in ("ech=0", "ech=1"):
             hosts[fields[2]] = hosts.get(fields[2], False) or fields[3] == "ech=1"
     return hosts

@@ -3,7 +3,8 @@
 With `http3 = true` under a lab profile's `[web]`, the front listens on UDP 443 of every web address with the
 same certificates nginx serves (picked by SNI), and passes each request to nginx over plain HTTP/1.1 on the
 server namespace's loopback, so HTTP/3 answers carry the bytes, headers and waits of the HTTP/2 ones. nginx then
-announces it on every answer (`Alt-Svc`). docs/web.md, "HTTP/3".
+announces it on every answer (`Alt-Svc`). docs/web.md, "HTTP/3". With ECH (`[web] ech`) the front takes TCP
+443 of the web addresses too, which nginx then leaves to it (docs/web.md, "ECH").
 
 Before a replay (harness/lab/replayweb.py) the front passes each request over TLS to the replay's nginx on the
 address it came to instead, so its answers carry the recorded bytes, headers and waits (docs/replay.md).
@@ -46,6 +47,8 @@ def front_config(
         "access_log": str(run / "logs" / "h3front-access.log"),
         "files": files,
         "ech": {"config": str(ech.config_file), "key": str(ech.key_file), "log": str(ech_log(run))} if ech else None,
+        # With ECH the front takes TCP 443 too: Debian 12's nginx (OpenSSL 3.0) cannot decrypt it (h3front/tcp.go)
+        "tcp": ech is not None,
     }
 
 

@@ -29,7 +29,7 @@ from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
 from harness.lab.ech import EchKeys, ech_hosts, ech_log, make_ech
 from harness.lab.h3front import H3FRONT, front_config, write_front
-from harness.lab.nginx import front_files, nginx_config
+from harness.lab.nginx import front_files, nginx_config, silent_zones
 from harness.lab.pageshape import load_page_shape
 from harness.lab.querylog import Reply, log_sizes, nxdomain_names, page_replies
 from harness.lab.replayweb import ReplayWeb, events_log
@@ -333,7 +333,7 @@ class Lab(Place):
         )
         if synthetic_h3:  # the synthetic web (no waits): its files answered by the front
             addresses = self.config.addresses.web(self.config.settings.web_addresses)
-            files = front_files(web_root, list(tls.zone_certs))
+            files = front_files(web_root, list(tls.zone_certs), silent_zones(zones))
             front = front_config(addresses, tls.zone_certs, tls.web_key_file, run, files, ech)
             write_front(run, front, helper())
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.lab.ech import PUBLIC_NAME
 from harness.lab.h3front import ALT_SVC, UPSTREAM
 from harness.lab.zones import LAB_ZONE, ZoneData
 
@@ -47,21 +46,20 @@ def nginx_config(
     server whose certificate comes from a CA no client trusts. ``http3``: the
     HTTP/3 front runs (harness/lab/h3front.py): every zone also listens on its
     loopback upstream, and every answer carries ``Alt-Svc`` but those of a zone
-    whose HTTPS kind is "none" (harness/lab/svcb.py). With ECH in the zones,
-    every web address also serves the ECH public name's certificate.
+    whose HTTPS kind is "none" (harness/lab/svcb.py). With ECH in the zones
+    the front also takes TCP 443 of the web addresses (it decrypts ECH, nginx
+    cannot): the zones then listen on the upstream only.
     """
     out = _head(run)
     if http3:
         out.append(f"  add_header Alt-Svc '{ALT_SVC}' always;")
-    everywhere: set[str] = set()
+    front_takes_tcp = http3 and bool(zones.ech)
     for zone in zones.records:
         addresses = _served_addresses(zones, zone)
-        everywhere.update(addresses)
         if addresses and zone in certs:
-            silent = http3 and zones.https.get(zone) == "none"
-            out.append(_zone_server(zone, addresses, web_root, certs[zone], web_key, http3, silent))
-    if zones.ech and LAB_ZONE in certs:
-        out.append(_ech_public_name_server(sorted(everywhere), certs[LAB_ZONE], web_key))
+            silent = http3 and zone in silent_zones(zones)
+            listens = [] if front_takes_tcp else addresses
+            out.append(_zone_server(zone, listens, web_root, certs[zone], web_key, http3, silent))
     out.append(_badcert_server(badcert, web_root))
     out.append("}")
     return "\n".join(out) + "\n"
@@ -98,6 +96,11 @@ def _head(run: Path) -> list[str]:
     ]
 
 
+def silent_zones(zones: ZoneData) -> frozenset[str]:
+    """The zones that do not announce HTTP/3: their sites' HTTPS kind is "none" (harness/lab/svcb.py)."""
+    return frozenset(zone for zone, kind in zones.https.items() if kind == "none")
+
+
 def _served_addresses(zones: ZoneData, zone: str) -> list[str]:
     """The web addresses the zone's names resolve to, sorted."""
     names = zones.records[zone]
@@ -107,7 +110,7 @@ def _served_addresses(zones: ZoneData, zone: str) -> list[str]:
 def _zone_server(
     zone: str, addresses: list[str], web_root: Path, cert: Path, key: Path, http3: bool, silent: bool = False
 ) -> str:
-    """The server block of one zone (the zone and *.zone), listening on each of its addresses (and on the
+    """The server block of one zone (the zone and *.zone), listening on each of ``addresses`` (and on the
     HTTP/3 front's upstream, where the zone is picked by the Host the front passes on). ``silent``: the zone
     does not announce HTTP/3; an add_header of its own stops nginx inheriting the http block's (Alt-Svc with
     them), so it repeats Cache-Control alone."""
@@ -145,27 +148,21 @@ def _zone_root(web_root: Path, zone: str) -> Path:
     return web_root / "pages" / zone if zone != LAB_ZONE else web_root / "lab"
 
 
-def front_files(web_root: Path, zones: list[str]) -> dict:
+def front_files(web_root: Path, zones: list[str], silent: frozenset[str] = frozenset()) -> dict:
     """What the zones' server blocks serve from files, as the HTTP/3 front reads it (h3front/files.go): each
-    zone's root, the shared objects (`location /o/`), the MIME types and the headers nginx adds."""
+    zone's root, the shared objects (`location /o/`), the MIME types and the headers nginx adds; a ``silent``
+    zone (one that does not announce HTTP/3, `_zone_server`) adds Cache-Control alone."""
+
+    def site(zone: str) -> dict:
+        root = {"names": [zone, f"*.{zone}"], "root": str(_zone_root(web_root, zone))}
+        return root | {"add_headers": [["Cache-Control", CACHE_CONTROL]]} if zone in silent else root
+
     return {
         "mime_types": MIME_TYPES,
-        "sites": [{"names": [zone, f"*.{zone}"], "root": str(_zone_root(web_root, zone))} for zone in zones],
+        "sites": [site(zone) for zone in zones],
         "shared": {"/o/": str(web_root)},
         "add_headers": [["Cache-Control", CACHE_CONTROL], ["Alt-Svc", ALT_SVC]],
     }
-
-
-def _ech_public_name_server(addresses: list[str], cert: Path, key: Path) -> str:
-    """The ECH public name on every web address (harness/lab/ech.py). nginx cannot decrypt ECH, so a browser's
-    ECH over TCP reaches it under the public name; with this certificate the browser authenticates the
-    rejection and, no retry configuration coming, retries without ECH (docs/web.md, "ECH"). Without it the
-    connection fails (Chromium: ERR_ECH_FALLBACK_CERTIFICATE_INVALID; Firefox: SSL_ERROR_BAD_CERT_DOMAIN)."""
-    listens = "".join(f"    listen {a}:443 ssl http2;\n" for a in addresses)
-    return (
-        "  server {\n" + listens + f"    server_name {PUBLIC_NAME};\n"
-        f"    ssl_certificate {cert};\n    ssl_certificate_key {key};\n    return 421;\n  }}"
-    )
 
 
 def _badcert_server(badcert: tuple[str, Path, Path], web_root: Path) -> str:

@@ -137,17 +137,18 @@ class LabServers:
         """One nginx for every web address and badcert; with `http3` under `[web]`, the HTTP/3 front beside it."""
         plan, run = self.config.addresses, self.run_dir
         web_addrs = plan.web(self.config.settings.web_addresses)
-        nginx = self._daemon(
-            "nginx",
-            ["nginx", "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"],
-            [f"{a}:443" for a in web_addrs + [plan.badcert]],
-        )
-        # One nginx listens on all web addresses: waiting for the first stands for the rest.
+        synthetic_h3 = self.config.settings.web.http3 and self.replay is None  # a replay's front is its own
+        front_tcp = synthetic_h3 and self.config.settings.web.ech  # the front takes TCP 443 (h3front/tcp.go)
+        tcp = [f"{a}:443" for a in web_addrs]
+        nginx_conf = ["nginx", "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"]
+        nginx = self._daemon("nginx", nginx_conf, ([] if front_tcp else tcp) + [f"{plan.badcert}:443"])
+        # One server listens on all web addresses: waiting for the first stands for the rest.
         endpoints = [(a, 443) for a in web_addrs[:1] + [plan.badcert]]
-        if not self.config.settings.web.http3 or self.replay is not None:  # a replay's front is its own
+        if not synthetic_h3:
             return [nginx], endpoints
         conf = run / "h3front.json"  # written with nginx.conf (harness/lab/lab.py)
-        front = self._daemon("h3front", front_argv(conf, helper()), [f"{a}:443/udp" for a in web_addrs])
+        udp = [f"{a}:443/udp" for a in web_addrs]
+        front = self._daemon("h3front", front_argv(conf, helper()), udp + (tcp if front_tcp else []))
         return [nginx, front], endpoints + [READY]
 
     def _replay(self, tls: LabTls) -> ServerDaemons:
