@@ -9,7 +9,18 @@ the HTTP/3 front's added time per request at the median with a bootstrap 95 % in
 With ``--ups N`` it then times ``lab up`` from cold N times for each profile, interleaved (target: HTTP/3 at
 most 2 s slower). Run it on an idle host: the figures are milliseconds.
 
+With ``--replay [ARCHIVE_DIR]`` it times the replay's HTTP/3 front instead, another path: a lab of the same profile
+replays the archive (docs/replay.md, "HTTP/3"), HTTP/2 is the replay's nginx itself, and HTTP/3 is the h3front
+before it, which passes each request over TLS to that nginx on the address it came to (h3front/upstream_tls.go).
+The replay runs WITHOUT its recorded waits (``replay_wait`` off), so the figure is the servers' own cost, not the
+original servers' think time. The URLs are every distinct recorded GET over https that the original answered
+2xx or 3xx, at an address that offers HTTP/3 (redirects are timed, not followed); exchanges that failed in the
+original, other statuses, other methods, http:// and repeats are left out and counted. Without ARCHIVE_DIR it
+first records ``--sites`` from a lab of the profile into a temporary archive (harness/replay/recorder.py), as
+benchmarks/replay_h3.py does, on the same prefix and subnet, brought down before the replay comes up.
+
     python -m benchmarks.h3_front [--sites google.com facebook.com] [--rounds 10] [--ups 3]
+    python -m benchmarks.h3_front --replay [ARCHIVE_DIR] [--sites google.com facebook.com] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -18,22 +29,41 @@ import argparse
 import json
 import statistics
 import subprocess
+import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
 from harness.paths import PROJECT_ROOT
+from harness.replay.archive import Exchange
 
 H3FETCH = PROJECT_ROOT / "build" / "bin" / "h3fetch"
 
 
-def _lab(args: argparse.Namespace, http3: bool):
-    """A lab of the HTTP/3 profile (or the default one), on the benchmark's prefix and /23."""
+def _lab(args: argparse.Namespace, http3: bool, archive: Path | None = None):
+    """A lab of the HTTP/3 profile (or the default one), on the benchmark's prefix and /23; with ``archive``,
+    replaying it without its recorded waits."""
     from harness.lab.config import load_lab_config
     from harness.lab.lab import Lab
 
     profile = "profiles/lab/http3.toml" if http3 else "profiles/lab/default.toml"
-    return Lab(load_lab_config(profile).with_overrides(prefix=args.prefix, subnet=args.subnet))
+    web, wait = (str(archive), False) if archive else (None, None)
+    return Lab(load_lab_config(profile).with_overrides(args.prefix, args.subnet, web, replay_wait=wait))
+
+
+@contextmanager
+def _up(lab) -> Iterator[None]:
+    """``lab`` up from cold (whatever a crash left brought down first), and down again at the end."""
+    lab.down()
+    try:
+        lab.up(wait=60)
+        yield
+    finally:
+        lab.down()
 
 
 def _urls(lab, sites: list[str]) -> list[str]:
@@ -66,14 +96,69 @@ def median_difference_interval(
     return float(low), float(high)
 
 
-def _print_requests(times: dict[str, list[float]]) -> None:
+def _print_requests(times: dict[str, list[float]], names: tuple[str, str] = ("nginx", "h3front")) -> None:
+    """Both protocols' medians and 90th percentiles (``names``: their servers), and HTTP/3's added time."""
     h2, h3 = times["h2"], times["h3"]
-    for name, sample in (("HTTP/2 nginx", h2), ("HTTP/3 h3front", h3)):
+    width = max(16, *(len(n) + 7 for n in names))
+    for name, sample in ((f"HTTP/2 {names[0]}", h2), (f"HTTP/3 {names[1]}", h3)):
         p90 = statistics.quantiles(sample, n=10)[-1]
-        print(f"{name:<16} median {statistics.median(sample):.3f} ms  p90 {p90:.3f} ms  ({len(sample)} requests)")
+        print(f"{name:<{width}} median {statistics.median(sample):.3f} ms  p90 {p90:.3f} ms  ({len(sample)} requests)")
     low, high = median_difference_interval(h3, h2, np.random.default_rng(43))
     added = statistics.median(h3) - statistics.median(h2)
     print(f"HTTP/3 added time per request at the median: {added:+.3f} ms [{low:+.3f}, {high:+.3f}] (target <= 1 ms)")
+
+
+def replay_urls(exchanges: Iterable[Exchange], offers_h3: Callable[[str], bool]) -> tuple[list[str], Counter[str]]:
+    """The URLs to time in a replay, in recorded order: each distinct GET over https whose recorded answer was
+    2xx or 3xx, at a host where ``offers_h3`` (the replay's HTTP/3 front listens at its address); and how many
+    exchanges were left out, by reason."""
+    urls: list[str] = []
+    seen: set[str] = set()
+    left: Counter[str] = Counter()
+    for e in exchanges:
+        if e.failure or e.status == 0:
+            left["failed in the original"] += 1
+        elif not 200 <= e.status < 400:
+            left[f"answered {e.status // 100}xx"] += 1
+        elif e.method.upper() != "GET":
+            left[e.method.upper()] += 1
+        elif e.scheme != "https":
+            left["http://"] += 1
+        elif not offers_h3(e.host):
+            left["no HTTP/3 at its address"] += 1
+        elif e.url in seen:
+            left["repeated"] += 1
+        else:
+            urls.append(e.url)
+            seen.add(e.url)
+    return urls, left
+
+
+def _record(args: argparse.Namespace, archive: Path) -> Path:
+    """``args.sites`` recorded from a lab of the HTTP/3 profile into ``archive`` (its answers announce HTTP/3)."""
+    from harness.replay.recorder import record_sites
+
+    lab = _lab(args, http3=True)
+    with _up(lab):
+        for record in record_sites(lab, args.sites, archive):
+            print(f"recorded {record.site}: {len(record.exchanges)} requests", flush=True)
+    return archive
+
+
+def _replay(args: argparse.Namespace) -> None:
+    """The replay's HTTP/2 nginx against its HTTP/3 front, on ``args.replay`` (else a fresh recording)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(args.replay) if args.replay else _record(args, Path(tmp) / "archive")
+        lab = _lab(args, http3=True, archive=archive)
+        with _up(lab):
+            web = lab.replay_web()
+            h3_at = set(web.h3_served(True))
+            urls, left = replay_urls((e for r in web.loaded for e in r.exchanges), lambda h: web.address_of(h) in h3_at)
+            if not urls:
+                raise SystemExit(f"{archive}: no recorded URL to time over HTTP/3 (left out: {dict(left)})")
+            print(f"{len(urls)} recorded URLs of {', '.join(web.sites)} (replay without recorded waits), ", end="")
+            print(f"{args.rounds} rounds; left out: {', '.join(f'{k} {n}' for k, n in left.items()) or 'none'}")
+            _print_requests(_fetch(lab, urls, args.rounds), ("replay nginx", "h3front->TLS"))
 
 
 def _ups(args: argparse.Namespace) -> None:
@@ -99,18 +184,24 @@ def main() -> None:
     parser.add_argument("--sites", nargs="+", default=["google.com", "facebook.com"])
     parser.add_argument("--rounds", type=int, default=10, help="timed passes over the objects per protocol")
     parser.add_argument("--ups", type=int, default=0, help="time `lab up` this many times per profile")
+    parser.add_argument(
+        "--replay",
+        nargs="?",
+        const="",
+        metavar="ARCHIVE_DIR",
+        help="time the replay's HTTP/3 front on this archive (none given: record --sites first)",
+    )
     args = parser.parse_args()
     if not H3FETCH.exists():
         raise SystemExit(f"{H3FETCH} is missing: run 'bash scripts/setup.sh' (it builds h3fetch)")
-    lab = _lab(args, http3=True)
-    lab.down()
-    try:
-        lab.up(wait=60)
-        urls = _urls(lab, args.sites)
-        print(f"{len(urls)} objects of {', '.join(args.sites)}, {args.rounds} rounds")
-        _print_requests(_fetch(lab, urls, args.rounds))
-    finally:
-        lab.down()
+    if args.replay is not None:
+        _replay(args)
+    else:
+        lab = _lab(args, http3=True)
+        with _up(lab):
+            urls = _urls(lab, args.sites)
+            print(f"{len(urls)} objects of {', '.join(args.sites)}, {args.rounds} rounds")
+            _print_requests(_fetch(lab, urls, args.rounds))
     if args.ups:
         _ups(args)
 

@@ -103,9 +103,8 @@ def _replay_lab(args: argparse.Namespace, archive: Path, wait: bool):
 
     base = ipaddress.ip_network(args.subnet)
     subnet = str(ipaddress.ip_network(f"{base.network_address + 512}/23"))  # the /23 after the original's
-    config = load_lab_config().with_overrides(prefix=f"{args.prefix}r", subnet=subnet, web_archive=str(archive))
-    settings = config.settings.model_copy(update={"web": config.settings.web.model_copy(update={"replay_wait": wait})})
-    lab = Lab(type(config)(settings=settings, source=config.source))
+    config = load_lab_config().with_overrides(f"{args.prefix}r", subnet, str(archive), replay_wait=wait)
+    lab = Lab(config)
     lab.down()
     lab.up()
     return lab

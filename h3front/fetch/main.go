@@ -4,6 +4,8 @@
 // Every URL is fetched once over each protocol (connections up and warm), then `-rounds` times,
 // one request at a time, alternating the protocol round by round. It prints one JSON object:
 // {"h2": [ms, ...], "h3": [ms, ...]}, each request's time from sending it to its body's last byte.
+// A 2xx or 3xx answer counts and a redirect is not followed (a replay answers what was recorded:
+// benchmarks/h3_front.py --replay); any other answer, or one over the other protocol, stops it.
 //
 //	h3fetch -ca ca.pem -rounds 5 URL...
 package main
@@ -22,7 +24,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 )
 
-// get fetches url and reads its body; an answer other than 200 is an error.
+// get fetches url and reads its body; an answer other than 2xx or 3xx is an error.
 func get(client *http.Client, url string, proto int) error {
 	resp, err := client.Get(url)
 	if err != nil {
@@ -32,7 +34,7 @@ func get(client *http.Client, url string, proto int) error {
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != proto {
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 || resp.ProtoMajor != proto {
 		return fmt.Errorf("%s: %s over %s", url, resp.Status, resp.Proto)
 	}
 	return nil
@@ -67,7 +69,10 @@ func clients(caFile string) (map[string]*http.Client, map[string]int, error) {
 		DisableCompression:  true,
 	}
 	h3 := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableCompression: true}
-	return map[string]*http.Client{"h2": {Transport: h2}, "h3": {Transport: h3}}, map[string]int{"h2": 2, "h3": 3}, nil
+	// A redirect is an answer like any other: timed as it came, its target not fetched.
+	keep := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	byProto := map[string]*http.Client{"h2": {Transport: h2, CheckRedirect: keep}, "h3": {Transport: h3, CheckRedirect: keep}}
+	return byProto, map[string]int{"h2": 2, "h3": 3}, nil
 }
 
 func run(caFile string, rounds int, urls []string) error {

@@ -208,9 +208,14 @@ class LabConfig:
         return ipaddress.IPv4Network(self.settings.subnet)
 
     def with_overrides(
-        self, prefix: str | None = None, subnet: str | None = None, web_archive: str | None = None
+        self,
+        prefix: str | None = None,
+        subnet: str | None = None,
+        web_archive: str | None = None,
+        replay_wait: bool | None = None,
     ) -> LabConfig:
-        """Another lab from the same profile (e.g. a second user's, or a test's, or one replaying an archive)."""
+        """Another lab from the same profile (e.g. a second user's, or a test's, or one replaying an archive,
+        with or without its recorded waits: ``replay_wait``, None keeping the profile's)."""
         data = self.settings.model_dump()
         if prefix:
             data["prefix"] = prefix
@@ -218,6 +223,8 @@ class LabConfig:
             data["subnet"] = subnet
         if web_archive:
             data["web"]["archive"] = web_archive
+        if replay_wait is not None:
+            data["web"]["replay_wait"] = replay_wait
         return LabConfig(settings=LabSettings.model_validate(data), source=self.source)
 
 
