@@ -87,6 +87,13 @@ def test_the_front_runs_unprivileged_and_nginx_announces_it(h3_lab):
     assert headers["alt-svc"] == ALT_SVC
 
 
+def test_lab_check_fetches_the_web_over_http3_too(h3_lab):
+    checks = [r for r in h3_lab.run_checks() if r.name.startswith(("https ", "http3 "))]
+    over_h3 = [r for r in checks if r.name.startswith("http3 ")]
+    assert len(over_h3) == len(checks) // 2 >= 2, checks
+    assert all(r.ok and r.detail.startswith("HTTP/3.0 200 ") for r in over_h3), over_h3
+
+
 def test_firefox_fetches_later_requests_over_http3_with_nginx_s_answers(h3_lab, tmp_path):
     visitor = Visitor(h3_lab, tmp_path / "h3", timeout=30.0, margin=10.0, browser_dns=_browser_dns(tmp_path))
     result = visitor.visit_once("https://google.com/", "do53", "near")

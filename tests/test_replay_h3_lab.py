@@ -55,6 +55,20 @@ def test_the_archive_keeps_the_announcement_and_the_replay_offers_http3_where_it
     assert web.h3_served(True) and set(web.h3_served(True)) <= web.tls_at and web.h3_served(False) == []
 
 
+def test_lab_check_fetches_each_sample_over_http3_too_with_the_recorded_answer(h3_archive, h3_replay):
+    """Where the replay offers HTTP/3, `lab check` fetches the site's samples over it as well and wants the
+    recorded status and bytes, as over HTTP/2."""
+    checks = {r.name: r for r in h3_replay.run_checks()}
+    over_h3 = {name: r for name, r in checks.items() if name.startswith("http3 replay ")}
+    samples = [s for s in ReplayWeb.plan(h3_replay.config, h3_archive).samples if s["http3"]]
+    assert samples and len(over_h3) == len(samples), sorted(checks)
+    for sample in samples:
+        row = over_h3[f"http3 replay {sample['site']}: {sample['url']}"]
+        h2 = checks[f"replay {sample['site']}: {sample['url']}"]
+        assert row.ok and h2.ok, (row, h2)
+        assert row.detail.split(" ", 1)[1] == h2.detail.split(" ", 1)[1], (row, h2)  # status and bytes alike
+
+
 def _visit(lab, tmp_path: Path, prefs: Path | None) -> tuple[object, list[dict]]:
     visitor = Visitor(lab, tmp_path, timeout=30.0, margin=10.0, browser_dns=prefs)
     result = visitor.visit_once(f"https://{SITE}/", "do53", "near")

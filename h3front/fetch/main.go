@@ -7,7 +7,12 @@
 // A 2xx or 3xx answer counts and a redirect is not followed (a replay answers what was recorded:
 // benchmarks/h3_front.py --replay); any other answer, or one over the other protocol, stops it.
 //
+// With -answer it fetches each URL once over HTTP/3 and prints what came instead, one JSON object per URL
+// ({"url", "proto", "status", "bytes"} or {"url", "error"}): `lab check` compares it with what is expected
+// (harness/lab/checks.py).
+//
 //	h3fetch -ca ca.pem -rounds 5 URL...
+//	h3fetch -ca ca.pem -answer URL...
 package main
 
 import (
@@ -100,15 +105,56 @@ func run(caFile string, rounds int, urls []string) error {
 	return json.NewEncoder(os.Stdout).Encode(times)
 }
 
+// answer is what one request over HTTP/3 brought: the body's bytes as sent (no decoding), or the error.
+type answer struct {
+	URL    string `json:"url"`
+	Proto  string `json:"proto,omitempty"`
+	Status int    `json:"status,omitempty"`
+	Bytes  int64  `json:"bytes,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func answers(caFile string, urls []string) error {
+	byProto, _, err := clients(caFile)
+	if err != nil {
+		return err
+	}
+	out := json.NewEncoder(os.Stdout)
+	for _, url := range urls {
+		a := answer{URL: url}
+		if resp, err := byProto["h3"].Get(url); err != nil {
+			a.Error = err.Error()
+		} else {
+			a.Proto, a.Status = resp.Proto, resp.StatusCode
+			a.Bytes, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				a.Error = err.Error()
+			}
+		}
+		if err := out.Encode(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func main() {
 	ca := flag.String("ca", "", "the lab CA (PEM)")
 	rounds := flag.Int("rounds", 5, "timed passes over the URLs per protocol")
+	once := flag.Bool("answer", false, "fetch each URL once over HTTP/3 and print what came")
 	flag.Parse()
 	if *ca == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: h3fetch -ca CA [-rounds N] URL...")
+		fmt.Fprintln(os.Stderr, "usage: h3fetch -ca CA [-rounds N | -answer] URL...")
 		os.Exit(2)
 	}
-	if err := run(*ca, *rounds, flag.Args()); err != nil {
+	var err error
+	if *once {
+		err = answers(*ca, flag.Args())
+	} else {
+		err = run(*ca, *rounds, flag.Args())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "h3fetch:", err)
 		os.Exit(1)
 	}

@@ -101,6 +101,23 @@ def replayed(sample: dict, ca: str) -> tuple[bool, str]:
     return ok, seen if ok else f"{seen}, recorded {want}"
 
 
+def http3(url: str, ca: str, status: int = 200, size: int | None = None) -> tuple[bool, str]:
+    """One answer over HTTP/3 through the project's h3fetch (httpx has no HTTP/3): ``status`` and, if given,
+    ``size`` bytes of body as sent."""
+    from harness.timer import BIN
+
+    proc = subprocess.run([str(BIN / "h3fetch"), "-ca", ca, "-answer", url], capture_output=True, text=True, timeout=10)
+    if proc.returncode != 0:
+        return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
+    got = json.loads(proc.stdout)
+    if got.get("error"):
+        return False, got["error"]
+    seen = f"{got['proto']} {got['status']} {got.get('bytes', 0)} B"
+    want = f"HTTP/3.0 {status}" + (f" {size} B" if size is not None else "")
+    ok = seen == want if size is not None else seen.startswith(want + " ")
+    return ok, seen if ok else f"{seen}, expected {want}"
+
+
 def quic(protocol: str, address: str, endpoint: str, tls_name: str, ca: str, name: str) -> tuple[bool, str]:
     """DoQ or DoH3 through the project's quictimer (dnspython's QUIC needs aioquic, which we do not ship)."""
     from harness.timer import BIN
@@ -174,8 +191,13 @@ def run_checks(spec: dict) -> list[CheckResult]:
     results.append(_run("system-resolver", lambda: system_resolver(probe, probe_addr), deadline))
     for url in spec["web_urls"]:
         results.append(_run(f"https {url}", partial(https, url, ca), deadline))
+        if spec.get("web_http3"):
+            results.append(_run(f"http3 {url}", partial(http3, url, ca), deadline))
     for sample in spec.get("replayed", []):
         results.append(_run(f"replay {sample['site']}: {sample['url']}", partial(replayed, sample, ca), deadline))
+        if sample.get("http3"):
+            check = partial(http3, sample["url"], ca, sample["status"], sample["bytes"])
+            results.append(_run(f"http3 replay {sample['site']}: {sample['url']}", check, deadline))
     return results
 
 

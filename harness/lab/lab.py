@@ -387,6 +387,7 @@ class Lab(Place):
             "outside_name": OUTSIDE_NAME,
             "resolvers": status.resolvers,
             "web_urls": [f"https://www.{LAB_ZONE}/"] + sites,
+            "web_http3": bool(self.config.settings.web.http3 and not replay),  # the synthetic web's front
             # A replayed web: every site's page and another answer, as the archive recorded them
             "replayed": replay.samples if replay else [],
             "wait": 5,

@@ -85,7 +85,7 @@ class ReplayWeb:
         for record in records:  # once every name is placed: a record may point at another site's name
             web._add_https(record, archive, h3_at)
         address_of = {name: address for address, names in web.hosts_at.items() for name in names}
-        web.samples = [sample for r in records for sample in web._samples(r, address_of)]
+        web.samples = [sample for r in records for sample in web._samples(r, address_of, h3_at)]
         web.loaded = records
         web.sites = [r.site for r in records]
         web.urls = [r.url for r in records]
@@ -161,9 +161,10 @@ class ReplayWeb:
         published = self.https_changes["published"]
         return f"{published} published at {len(self.https)} names" + (f"; rewritten: {changes}" if changes else "")
 
-    def _samples(self, record: SiteRecord, address_of: dict[str, str]) -> list[dict]:
+    def _samples(self, record: SiteRecord, address_of: dict[str, str], h3_at: frozenset[str]) -> list[dict]:
         """The site's page and its last other answer recorded in full (a file), each with the status, protocol
-        and bytes a client must get from the lab: what the archive recorded, as this lab serves it."""
+        and bytes a client must get from the lab: what the archive recorded, as this lab serves it; ``http3``:
+        the lab also offers it over HTTP/3 (at ``h3_at``), where the same status and bytes must come."""
         given = [e for e in record.exchanges if not e.failure and e.host in address_of]
         chosen = given[:1] + [e for e in given[1:] if e.status == 200][-1:]
         return [
@@ -171,11 +172,12 @@ class ReplayWeb:
                 "site": record.site,
                 "url": e.url,
                 "status": e.status,
-                # the lab serves no HTTP/3 and http:// only over HTTP/1.1
+                # over TCP; http:// only over HTTP/1.1
                 "http_version": "HTTP/2"
                 if e.url.startswith("https:") and address_of[e.host] in self.http2_at
                 else "HTTP/1.1",
                 "bytes": None if e.method != "GET" else len(body_for(e, record.site)),
+                "http3": e.url.startswith("https:") and address_of[e.host] in h3_at,
             }
             for e in chosen
         ]
