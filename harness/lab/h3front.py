@@ -92,17 +92,3 @@ def write_front(run: Path, config: dict, account: Account) -> Path:
 def front_argv(config_file: Path, account: Account) -> list[str]:
     """The front's command line, as ``account`` (it binds UDP 443, so it keeps only CAP_NET_BIND_SERVICE)."""
     return account.run_as([account.program(H3FRONT), "-config", str(config_file)], keep=(BIND_LOW_PORT,))
-
-
-#: A port no page requests: naming a host at it in Chromium's --origin-to-force-quic-on forces nothing.
-DECOY_QUIC_PORT = 9
-
-
-def chromium_unknown_root_hosts(hostnames: list[str]) -> str:
-    """The value of Chromium's ``--origin-to-force-quic-on`` that lets its QUIC accept the lab CA's certificates
-    for ``hostnames`` without forcing any of them onto QUIC. Chromium's QUIC refuses a root it does not ship
-    (ERR_QUIC_CERT_ROOT_NOT_KNOWN) except for the hosts of that switch's origins, whatever their ports
-    (net/quic/quic_session_pool.cc, HostsFromOrigins; proof_verifier_chromium.cc, ShouldAllowUnknownRootForHost);
-    only an origin whose host and port match is forced. So each host at a port no page uses is allowed, and
-    HTTP/3 is still discovered (HTTPS record, Alt-Svc) with its fallback to HTTP/2 (docs/web.md, "HTTP/3")."""
-    return ",".join(f"{name}:{DECOY_QUIC_PORT}" for name in hostnames)

@@ -176,7 +176,17 @@ class Lab(Place):
             ca_file=self.ca_path,
             dead_resolver=self.config.addresses.refused,
             system_resolver=self.config.addresses.resolver(0),
+            quic_ca_hosts=self._quic_ca_hosts(),
         )
+
+    def _quic_ca_hosts(self) -> tuple[str, ...]:
+        """Every hostname of the web where it serves HTTP/3 under the lab's CA, else none.
+
+        A replay offers HTTP/3 per address (where a recorded host announced it), and its front certifies every
+        host at such an address; all of the archive's hostnames are named: a host that is never announced HTTP/3
+        is never tried over QUIC, so allowing it the CA there changes nothing, and the list is the one set of
+        names the lab already keeps (`web_hostnames`), sorted, the same at every visit."""
+        return tuple(self.web_hostnames()) if self.config.settings.web.http3 else ()
 
     def resolver(self, name: str) -> Resolver:
         """A lab resolver by name, with its statistics for arm proofs."""
