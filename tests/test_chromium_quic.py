@@ -12,7 +12,7 @@ from harness.arms import ClientSide, Resolver, make_arm
 from harness.browser.chromium import QUIET, Chromium, study_switches
 from harness.browser.chromium_quic import (
     DECOY_QUIC_PORT,
-    MAX_ARGUMENT_BYTES,
+    MAX_SWITCH_BYTES,
     SWITCH,
     quic_ca_hosts,
     unknown_root_hosts,
@@ -23,6 +23,7 @@ from harness.browser.chromium_settings import ChromiumDns, ChromiumSetting, load
 from harness.errors import HarnessError
 from harness.lab.config import load_lab_config
 from harness.lab.lab import Lab
+from harness.lab.replayweb import ReplayWeb
 
 RESOLVER = Resolver("near", "198.18.1.53", "near.dns.lab.test", "https://near.dns.lab.test/dns-query", doq_port=853)
 HOSTS = ("a.test", "www.b.test")
@@ -61,9 +62,9 @@ def test_a_profile_s_own_forced_origins_stay_forced_in_its_place(own, merged):
     assert _forced(own) == _forced(merged) or own == f"--{SWITCH}"
 
 
-def test_a_list_too_long_for_one_argument_is_a_one_line_error():
-    hosts = [f"host{i:06d}.example.test" for i in range(MAX_ARGUMENT_BYTES // 25)]
-    with pytest.raises(HarnessError, match=r"over Linux's 131072 for one argument") as caught:
+def test_a_list_too_long_for_chromium_is_a_one_line_error():
+    hosts = [f"host{i:06d}.example.test" for i in range(MAX_SWITCH_BYTES // 25)]
+    with pytest.raises(HarnessError, match=r"over the 60000 Chromium starts with") as caught:
         with_quic_ca_hosts([], hosts)
     assert "\n" not in str(caught.value) and f"{len(hosts)} hosts" in str(caught.value)
 
@@ -110,11 +111,29 @@ def test_a_visit_reads_the_hosts_allowed_back_from_the_browser_s_command_line():
     assert quic_ca_hosts(f"chromium --{SWITCH}=*") == 0
 
 
-def test_a_lab_names_its_web_s_hosts_only_when_it_serves_http3_and_they_fit_one_argument():
-    """The default web's 2,000 sites: every hostname, in one argument well under Linux's limit."""
+def test_a_lab_names_the_hosts_its_web_announces_http3_for_only_when_it_serves_http3():
+    """The default web's 2,000 sites with HTTPS records: the hosts of the sites that announce HTTP/3 (a record or
+    Alt-Svc), in a switch Chromium starts with; without the records every site announces it, too many for one
+    Chromium (a one-line error); without HTTP/3, none."""
+    records = Lab(load_lab_config("profiles/lab/https-records.toml"))
+    hosts = records.client_side().quic_ca_hosts
+    every = records.web_hostnames()
+    assert set(hosts) < set(every) and 1000 < len(hosts) < len(every) / 2, (len(hosts), len(every))
+    assert len(with_quic_ca_hosts([], hosts)[0].encode()) < MAX_SWITCH_BYTES
     http3 = Lab(load_lab_config("profiles/lab/http3.toml"))
-    hosts = http3.client_side().quic_ca_hosts
-    assert list(hosts) == http3.web_hostnames() and len(hosts) > 1000
-    argument = with_quic_ca_hosts([], hosts)[0]
-    assert len(argument.encode()) + 1 < MAX_ARGUMENT_BYTES
+    assert list(http3.client_side().quic_ca_hosts) == http3.web_hostnames()
+    with pytest.raises(HarnessError, match="fewer sites"):
+        with_quic_ca_hosts([], http3.client_side().quic_ca_hosts)
     assert Lab(load_lab_config("profiles/lab/default.toml")).client_side().quic_ca_hosts == ()
+
+
+def test_a_replay_names_the_hosts_at_its_addresses_that_offer_http3():
+    web = ReplayWeb(
+        Path("archive"),
+        hosts_at={"198.18.0.10": {"x.test", "cdn.x.test"}, "198.18.0.11": {"y.test"}},
+        h3_at={"198.18.0.10"},
+        tls_at={"198.18.0.10", "198.18.0.11"},
+        hostnames=["cdn.x.test", "x.test", "y.test"],
+    )
+    assert web.h3_hostnames(http3=True) == ["cdn.x.test", "x.test"]
+    assert web.h3_hostnames(http3=False) == []

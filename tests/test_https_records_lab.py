@@ -152,7 +152,8 @@ def test_chromium_asks_every_host_s_record_and_goes_to_http3_first_on_every_arm(
     for attempt in range(2):
         result = _chromium_visit(records_lab, tmp_path / str(attempt), site, protocol)
         assert result.error_class == "Successful" and "h3" in (result.http_versions or {}), result.http_versions
-        assert result.browser_dns["values"]["quic_ca_hosts"] == len(records_lab.web_hostnames()), result.browser_dns
+        allowed = len(records_lab.client_side().quic_ca_hosts)
+        assert result.browser_dns["values"]["quic_ca_hosts"] == allowed > 1000, result.browser_dns
         assert result.https_hosts is not None and result.https_asked == result.page_hosts, result.https_hosts
         hosts.append(next(h for h in result.https_hosts if h["host"] == site))
         if hosts[-1]["used"]:

@@ -17,7 +17,9 @@ import shutil
 from pathlib import Path
 
 from harness.accounts import BIND_LOW_PORT, Account
+from harness.lab.config import LabConfig
 from harness.lab.ech import EchKeys, ech_log
+from harness.lab.svcb import load_shares, site_kinds
 from harness.paths import PROJECT_ROOT
 
 H3FRONT = PROJECT_ROOT / "build" / "bin" / "h3front"
@@ -92,3 +94,14 @@ def write_front(run: Path, config: dict, account: Account) -> Path:
 def front_argv(config_file: Path, account: Account) -> list[str]:
     """The front's command line, as ``account`` (it binds UDP 443, so it keeps only CAP_NET_BIND_SERVICE)."""
     return account.run_as([account.program(H3FRONT), "-config", str(config_file)], keep=(BIND_LOW_PORT,))
+
+
+def announced_hosts(config: LabConfig, hostnames: list[str], host_domain: dict[str, str]) -> list[str]:
+    """Of the synthetic web's ``hostnames``, those a browser may find HTTP/3 for with the front up: every one,
+    unless the web gives sites HTTPS records, where a site of kind `none` announces it neither way (no record, no
+    Alt-Svc: harness/lab/nginx.py) and its hosts are never tried over QUIC."""
+    web = config.settings.web
+    if not web.https_records:
+        return list(hostnames)
+    kinds = site_kinds(web.seed, sorted(set(host_domain.values())), load_shares(web.https_records))
+    return [name for name in hostnames if kinds.get(host_domain.get(name, ""), "none") != "none"]
