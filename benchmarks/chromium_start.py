@@ -34,7 +34,7 @@ from pathlib import Path
 from selenium import webdriver
 
 from benchmarks.benchlab import add_lab_arguments, fresh_lab
-from harness.browser.chromium import QUIET, Chromium
+from harness.browser.chromium import Chromium
 from harness.browser.chromium_session import ChromiumSession
 from harness.browser.chromium_settings import local_state
 
@@ -135,7 +135,7 @@ def _session(browser: Chromium, dns_state: dict, source: Path | None) -> _Sessio
         browser.nssdb,
         browser.client.namespace,
         browser.work_root,
-        switches=QUIET + browser.settings.switches(),
+        switches=browser.study_switches,  # as a visit's, the place's QUIC hosts included
         local_state=dns_state,
         preferences=browser.settings.preferences(),
         read_settings={},

@@ -96,6 +96,9 @@ class ClientSide:
     dead_resolver: str  # an address where no DNS server answers
     browser_trusts_ca: bool = True  # import ca_file into Firefox (a lab CA); False: Firefox's own roots
     system_resolver: str | None = None  # the namespace's resolver between visits (None: the host's resolv.conf)
+    # The hosts whose certificates ca_file signs over QUIC (a lab web with HTTP/3): a browser that trusts ca_file
+    # and refuses an unknown root over QUIC is told to allow it for them (harness/browser/chromium_quic.py)
+    quic_ca_hosts: tuple[str, ...] = ()
 
     def set_system_resolver(self, address: str) -> None:
         """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""

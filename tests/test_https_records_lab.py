@@ -6,6 +6,7 @@ visit's record saying which host's record was asked, answered and used."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import dns.exception
@@ -17,11 +18,10 @@ import pytest
 from harness import netns
 from harness.lab import faults
 from harness.lab.config import load_lab_config
-from harness.lab.h3front import chromium_unknown_root_hosts
 from harness.lab.svcb import load_shares, site_kinds
 from harness.lab.zones import web_address
-from harness.paths import PROJECT_ROOT
 from harness.visit import Visitor
+from harness.visit_record import VisitResult
 from tests.conftest import own_lab
 from tests.test_h3_lab import _browser_dns, _entries
 
@@ -139,60 +139,53 @@ def test_a_lost_https_answer_changes_only_that(records_lab, tmp_path, https_answ
 
 
 @pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
-def test_chromium_asks_and_gets_a_site_s_https_record_on_every_arm_and_stays_on_http2(records_lab, tmp_path, protocol):
-    """Chromium asks every page host's HTTPS record whatever the arm, and gets a `record` site's; under the lab's
-    CA it never goes to HTTP/3 (its QUIC allows an unknown root only for origins forced onto QUIC, which skips
-    discovery: docs/web.md), so the record says answered and not used."""
-    site = _site_of_kind(records_lab, "record")
-    visitor = Visitor(records_lab, tmp_path, timeout=30.0, margin=10.0, browser="chromium")
-    try:
-        result = visitor.visit_once(f"https://{site}/", protocol, "near")
-    finally:
-        visitor.close()
-    assert result.error_class == "Successful", result
-    assert result.https_hosts is not None and result.https_asked == result.page_hosts, result.https_hosts
-    host = next(h for h in result.https_hosts if h["host"] == site)
-    assert host["published"] and host["answered"] and not host["used"], host
-    assert result.first_h3 is False and "h3" not in (result.http_versions or {}), result.http_versions
-
-
-def _chromium_quic_profile(lab, tmp_path: Path, site: str) -> Path:
-    """The current Chromium DNS profile with the site's page's hosts allowed the lab's CA over QUIC, none forced."""
-    page = next(p for p in lab.web().pages if p.site == site)
-    hosts = sorted(set(page.hostnames + page.late_hostnames))
-    text = (PROJECT_ROOT / "profiles/chromium/dns-current.toml").read_text()
-    text += (
-        f'\n[[setting]]\nname = "origin-to-force-quic-on"\nkind = "switch"\n'
-        f'value = "{chromium_unknown_root_hosts(hosts)}"\nreason = "the lab CA over QUIC (test)"\n'
-    )
-    path = tmp_path / "chromium-h3.toml"
-    path.write_text(text)
-    return path
-
-
-@pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
-def test_chromium_allowed_the_lab_ca_over_quic_goes_to_http3_first_on_every_arm(records_lab, tmp_path, protocol):
-    """With the site's hosts allowed the lab's CA over QUIC at a port no page uses (nothing forced), Chromium
-    discovers HTTP/3 itself: its first request to a `record` site goes over HTTP/3 and the record says used.
+def test_chromium_asks_every_host_s_record_and_goes_to_http3_first_on_every_arm(records_lab, tmp_path, protocol):
+    """Chromium asks every page host's HTTPS record whatever the arm, and gets a `record` site's. The lab names
+    its web's hosts as signed by its CA over QUIC (`ClientSide.quic_ca_hosts`) and Chromium allows them that
+    root at a port no page uses (nothing forced: harness/browser/chromium_quic.py), with no switch in the study's
+    profile: it discovers HTTP/3 itself, its first request to the site goes over HTTP/3 and the record says used.
     Chromium waits for a host's HTTPS answer only a bounded extra time beside its addresses, so on a loaded host
     the answer can lose that race as Firefox's can (docs/web.md): one of two visits must start on HTTP/3, and
     both reach it."""
     site = _site_of_kind(records_lab, "record")
-    profile = _chromium_quic_profile(records_lab, tmp_path, site)
     hosts = []
     for attempt in range(2):
-        visitor = Visitor(
-            records_lab, tmp_path / str(attempt), timeout=30.0, margin=10.0, browser="chromium", browser_dns=profile
-        )
-        try:
-            result = visitor.visit_once(f"https://{site}/", protocol, "near")
-        finally:
-            visitor.close()
+        result = _chromium_visit(records_lab, tmp_path / str(attempt), site, protocol)
         assert result.error_class == "Successful" and "h3" in (result.http_versions or {}), result.http_versions
-        hosts.append(next(h for h in result.https_hosts or [] if h["host"] == site))
+        allowed = len(records_lab.client_side().quic_ca_hosts)
+        assert result.browser_dns["values"]["quic_ca_hosts"] == allowed > 1000, result.browser_dns
+        assert result.https_hosts is not None and result.https_asked == result.page_hosts, result.https_hosts
+        hosts.append(next(h for h in result.https_hosts if h["host"] == site))
         if hosts[-1]["used"]:
             break
-    assert hosts[-1]["answered"] and hosts[-1]["used"] and hosts[-1]["first_version"] == "h3", hosts
+    assert hosts[-1]["published"] and hosts[-1]["answered"], hosts
+    assert hosts[-1]["used"] and hosts[-1]["first_version"] == "h3", hosts
+
+
+def test_chromium_not_allowed_the_lab_ca_over_quic_gets_the_record_and_stays_on_http2(
+    records_lab, tmp_path, monkeypatch
+):
+    """The control of the test above: a client side naming no hosts (as before the lab named them) leaves
+    Chromium's QUIC refusing the lab's root (docs/web.md), so it asks for and gets the record and never goes to
+    HTTP/3, the lab's artifact the automatic allowance removes; the visit reads back no host allowed."""
+    own = records_lab.client_side
+    monkeypatch.setattr(records_lab, "client_side", lambda: replace(own(), quic_ca_hosts=()))
+    site = _site_of_kind(records_lab, "record")
+    result = _chromium_visit(records_lab, tmp_path, site, "doh")
+    assert result.error_class == "Successful", result
+    assert result.browser_dns["values"]["quic_ca_hosts"] == 0, result.browser_dns
+    host = next(h for h in result.https_hosts or [] if h["host"] == site)
+    assert host["published"] and host["answered"] and not host["used"], host
+    assert result.first_h3 is False and "h3" not in (result.http_versions or {}), result.http_versions
+
+
+def _chromium_visit(lab, results: Path, site: str, protocol: str) -> VisitResult:
+    """One visit of Chromium with the study's default settings to the site's page through the near resolver."""
+    visitor = Visitor(lab, results, timeout=30.0, margin=10.0, browser="chromium")
+    try:
+        return visitor.visit_once(f"https://{site}/", protocol, "near")
+    finally:
+        visitor.close()
 
 
 def test_the_bare_resolver_serves_the_same_web_without_the_records(records_lab, tmp_path):

@@ -5,7 +5,8 @@ Its DNS: the study's settings (profiles/chromium/, harness/browser/chromium_sett
 arm's `BrowserDns` (secure DNS "secure" for DoH, "off" otherwise: the built-in resolver on the client
 namespace's resolv.conf). DoT, DoQ and DoH3 reach it through the arms' stubs, like Firefox's DoT and DoQ.
 Each visit runs in a `ChromiumSession` (harness/browser/chromium_session.py) as the browser account,
-with Chromium's own sandbox, trusting the place's CA through an NSS database made once per place.
+with Chromium's own sandbox, trusting the place's CA through an NSS database made once per place, and over QUIC
+for the hosts the place names (`ClientSide.quic_ca_hosts`, harness/browser/chromium_quic.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ from typing import TYPE_CHECKING
 
 from harness import netns
 from harness.browser.base import SessionPolicy, register_browser
+from harness.browser.chromium_quic import with_quic_ca_hosts
 from harness.browser.chromium_reused import ReusedChromiumSession, describe_launch, launch_settings
 from harness.browser.chromium_session import CHROMEDRIVER, CHROMIUM, ChromiumSession
-from harness.browser.chromium_settings import CHROMIUM_DNS_CURRENT, arm_switches, load_chromium_dns, local_state
+from harness.browser.chromium_settings import (
+    CHROMIUM_DNS_CURRENT,
+    ChromiumDns,
+    arm_switches,
+    load_chromium_dns,
+    local_state,
+)
 from harness.browser.reused import restart_reason
 from harness.browser.webdriver_browser import WebDriverBrowser
 from harness.errors import HarnessError, require_program
@@ -80,6 +88,9 @@ class Chromium(WebDriverBrowser):
         super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session)
         self.settings = load_chromium_dns(self.browser_dns)
         self.dns_settings = self.settings.as_dict()
+        # The same for every visit (no reused browser is replaced for them); built here, so that a list of hosts
+        # too long for one argument fails before any visit.
+        self.study_switches = study_switches(self.settings, client)
         self.version = program_version(CHROMIUM)
         self.versions = {"chromium": self.version, "chromedriver": program_version(CHROMEDRIVER)}
         _require_sandbox(self.account.setpriv(["unshare", "--user", "true"]), client.namespace)
@@ -114,7 +125,7 @@ class Chromium(WebDriverBrowser):
     def _session_kwargs(self, arm: DnsArm) -> dict:
         dns = arm.browser_dns()
         return {
-            "switches": QUIET + self.settings.switches() + arm_switches(dns),
+            "switches": self.study_switches + arm_switches(dns),
             "local_state": local_state(dns),
             "preferences": self.settings.preferences(),
             "read_settings": {s.name: s.kind for s in self.settings.setting},
@@ -138,6 +149,13 @@ class Chromium(WebDriverBrowser):
         self.session_ordinal += 1
         self._reused.begin_visit({"launch": launch})
         self._session = self._reused
+
+
+def study_switches(settings: ChromiumDns, client: ClientSide) -> list[str]:
+    """Every visit's switches before the arm's: the quiet ones, the study's, and, where the browser trusts the
+    place's CA, that CA allowed over QUIC for the hosts the place says it signs there (nothing forced)."""
+    hosts = client.quic_ca_hosts if client.browser_trusts_ca else ()
+    return with_quic_ca_hosts(QUIET + settings.switches(), hosts)
 
 
 def _require_sandbox(argv: list[str], namespace: str | None) -> None:

@@ -24,6 +24,7 @@ from harness.arms.doh import DOH_CERTIFICATE_FAILED
 from harness.browser.bidi import BidiEventLog
 from harness.browser.chromium_netlog import NetLogDns, load_netlog, netlog_dns
 from harness.browser.chromium_netlog_har import PageRequests, page_requests
+from harness.browser.chromium_quic import quic_ca_hosts
 from harness.browser.webdriver_session import NO_NETWORK_EVENTS, WebDriverSession, first_line
 
 CHROMIUM = "/usr/lib/chromium/chromium"  # the binary itself: /usr/bin/chromium is a wrapper adding flags
@@ -162,7 +163,11 @@ class ChromiumSession(WebDriverSession):
             return
         written = self._preferences_written()
         report = self.report
-        report.prefs = {**found.settings(self.read_settings), **written, "dns": found.summary(), "sandbox": sandbox}
+        settings = found.settings(self.read_settings)
+        # The hosts allowed the place's CA over QUIC, as the running browser's command line names them: a count,
+        # since a lab web's list runs to thousands of names (the same at every visit of the place)
+        quic = quic_ca_hosts(found.command_line)
+        report.prefs = {**settings, **written, "dns": found.summary(), "sandbox": sandbox, "quic_ca_hosts": quic}
         if found.doh_cert_errors:
             report.trr_failure = DOH_CERTIFICATE_FAILED
 

@@ -112,6 +112,7 @@ class InternetSide(Place):
             ca_file=SYSTEM_CA,
             dead_resolver=self.gateway,
             browser_trusts_ca=False,
+            quic_ca_hosts=(),  # the real web's certificates are real: nothing to allow over QUIC
         )
 
     def firewall(self) -> Firewall | None:

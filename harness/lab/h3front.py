@@ -18,7 +18,9 @@ import shutil
 from pathlib import Path
 
 from harness.accounts import BIND_LOW_PORT, Account
+from harness.lab.config import LabConfig
 from harness.lab.ech import EchKeys, ech_log
+from harness.lab.svcb import load_shares, site_kinds
 from harness.paths import PROJECT_ROOT
 
 H3FRONT = PROJECT_ROOT / "build" / "bin" / "h3front"
@@ -97,15 +99,12 @@ def front_argv(config_file: Path, account: Account) -> list[str]:
     return account.run_as([account.program(H3FRONT), "-config", str(config_file)], keep=(BIND_LOW_PORT,))
 
 
-#: A port no page requests: naming a host at it in Chromium's --origin-to-force-quic-on forces nothing.
-DECOY_QUIC_PORT = 9
-
-
-def chromium_unknown_root_hosts(hostnames: list[str]) -> str:
-    """The value of Chromium's ``--origin-to-force-quic-on`` that lets its QUIC accept the lab CA's certificates
-    for ``hostnames`` without forcing any of them onto QUIC. Chromium's QUIC refuses a root it does not ship
-    (ERR_QUIC_CERT_ROOT_NOT_KNOWN) except for the hosts of that switch's origins, whatever their ports
-    (net/quic/quic_session_pool.cc, HostsFromOrigins; proof_verifier_chromium.cc, ShouldAllowUnknownRootForHost);
-    only an origin whose host and port match is forced. So each host at a port no page uses is allowed, and
-    HTTP/3 is still discovered (HTTPS record, Alt-Svc) with its fallback to HTTP/2 (docs/web.md, "HTTP/3")."""
-    return ",".join(f"{name}:{DECOY_QUIC_PORT}" for name in hostnames)
+def announced_hosts(config: LabConfig, hostnames: list[str], host_domain: dict[str, str]) -> list[str]:
+    """Of the synthetic web's ``hostnames``, those a browser may find HTTP/3 for with the front up: every one,
+    unless the web gives sites HTTPS records, where a site of kind `none` announces it neither way (no record, no
+    Alt-Svc: harness/lab/nginx.py) and its hosts are never tried over QUIC."""
+    web = config.settings.web
+    if not web.https_records:
+        return list(hostnames)
+    kinds = site_kinds(web.seed, sorted(set(host_domain.values())), load_shares(web.https_records))
+    return [name for name in hostnames if kinds.get(host_domain.get(name, ""), "none") != "none"]

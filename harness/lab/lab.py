@@ -28,7 +28,7 @@ from harness.lab.certificates import LabTls, make_certificates
 from harness.lab.checks import CheckResult
 from harness.lab.config import LabConfig
 from harness.lab.ech import EchKeys, ech_hosts, ech_log, make_ech
-from harness.lab.h3front import H3FRONT, front_config, write_front
+from harness.lab.h3front import H3FRONT, announced_hosts, front_config, write_front
 from harness.lab.nginx import front_files, nginx_config, silent_zones
 from harness.lab.pageshape import load_page_shape
 from harness.lab.querylog import Reply, log_sizes, nxdomain_names, page_replies
@@ -176,7 +176,21 @@ class Lab(Place):
             ca_file=self.ca_path,
             dead_resolver=self.config.addresses.refused,
             system_resolver=self.config.addresses.resolver(0),
+            quic_ca_hosts=self._quic_ca_hosts(),
         )
+
+    def _quic_ca_hosts(self) -> tuple[str, ...]:
+        """The web's hostnames a browser may find HTTP/3 for, sorted (the same at every visit); none without it.
+
+        Only those announced: a host never announced HTTP/3 is never tried over QUIC, and Chromium's switch has
+        room for about 3,700 names (harness/browser/chromium_quic.py). A replay offers HTTP/3 per address, every
+        host at such an address announced by nginx's Alt-Svc and certified by the front: all those hosts."""
+        if not self.config.settings.web.http3:
+            return ()
+        replay = self.replay_web()
+        if replay:
+            return tuple(replay.h3_hostnames(http3=True))
+        return tuple(announced_hosts(self.config, self.web_hostnames(), ensure_web(self.config)[1]))
 
     def resolver(self, name: str) -> Resolver:
         """A lab resolver by name, with its statistics for arm proofs."""

@@ -246,6 +246,11 @@ class ReplayWeb:
         http:// one was."""
         return [port for port, served in ((443, self.tls_at), (80, self.plain_at)) if address in served]
 
+    def h3_hostnames(self, http3: bool) -> list[str]:
+        """The hostnames at addresses that offer HTTP/3 in a lab whose profile offers it (``http3``), sorted."""
+        served = set(self.h3_served(http3))
+        return sorted(name for name in self.hostnames if any(name in self.hosts_at[a] for a in served))
+
     def h3_served(self, http3: bool) -> list[str]:
         """The addresses that offer HTTP/3 in a lab whose profile offers it (``http3``), else none."""
         return sorted(self.h3_at & self.tls_at) if http3 else []

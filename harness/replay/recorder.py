@@ -194,7 +194,9 @@ def record_sites(
     proxy = RecordingProxy(client, client.ca_file if client.browser_trusts_ca else None)
     try:
         proxy.start()
-        browser = make_browser("firefox", replace(client, ca_file=proxy.ca, browser_trusts_ca=True), timeout)
+        # The browser trusts the proxy's CA, which signs no QUIC: the proxy speaks to it over TCP only.
+        proxied_client = replace(client, ca_file=proxy.ca, browser_trusts_ca=True, quic_ca_hosts=())
+        browser = make_browser("firefox", proxied_client, timeout)
         for site in sites:
             yield _record_one(site, browser, _Proxied(arm, proxy.port), proxy, client, resolver, directory)
     finally:
