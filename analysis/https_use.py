@@ -26,7 +26,7 @@ from analysis.settings import AnalysisSettings
 from analysis.stats import Reading
 
 #: What no table pools across, besides the network and the arm (analysis.pairs.STRATA).
-CONDITIONS = ("vantage_point", "browser", "browser_session", "resolver_connection")
+CONDITIONS = ("vantage_point", "browser", "browser_session", "resolver_connection", "page_http3")
 #: A row's key: the network, the arm, the conditions.
 KEYS = ("network", "resolver", "protocol", *CONDITIONS)
 #: Whether the page's document went over HTTP/3 (1) or not (0).
@@ -78,6 +78,7 @@ def _labels(key: dict[str, str], settings: AnalysisSettings) -> dict[str, object
         "browser": labels.browser(key["browser"]),
         "browser life": key["browser_session"],
         "resolver connection": key["resolver_connection"],
+        "page's HTTP/3": key["page_http3"],
     }
 
 

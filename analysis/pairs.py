@@ -8,7 +8,7 @@ pair, of that metric's grid). The grid compares every two configurations
 metric (onLoad unless told) minus the column's.
 
 A pair never crosses its stratum (`STRATA`: the vantage point, the browser,
-its session mode and resolver connection), but its site is the unit the
+its session mode and resolver connection, whether the page could use HTTP/3), but its site is the unit the
 grid's intervals resample and its sign test counts: a site measured at
 several vantage points is one unit with all its pairs (`units`); a site in
 two browsers is two units. One draw of the sites serves every cell of a
@@ -31,7 +31,7 @@ Configuration = tuple[str, str]  # (resolver, protocol)
 #: What a site is resampled within, and what a pair never crosses besides the crawl: the vantage point, the
 #: browser (a study's `browsers`), and the browser's session mode and resolver connection state (a study's
 #: keys; visits of two are never paired): pairs, strata and sites all follow.
-STRATA = ("vantage_point", "browser", "browser_session", "resolver_connection")
+STRATA = ("vantage_point", "browser", "browser_session", "resolver_connection", "page_http3")
 #: A pair is one row of the load-time table: the same crawl, stratum, round and site.
 PAIR_INDEX = ["study_id", *STRATA, "round", "site"]
 #: The stratum a site may be measured in several of: where a grid reads them together, the site with all of

@@ -393,8 +393,14 @@ def _summary(results: Results, settings: AnalysisSettings) -> str:
     v = results.visits
     env = results.environment.drop_duplicates(["key", "value"])
     facts = "".join(f"<li>{html.escape(k)}: {html.escape(', '.join(g['value']))}</li>" for k, g in env.groupby("key"))
-    lives = v.groupby(["browser", "browser_session", "resolver_connection"], observed=True).size()
-    facts += f"<li>browser, browser life, resolver connection: {html.escape(tables.counted_list(lives))}</li>"
+    http3 = v["page_http3"].astype(str).map(lambda s: f"HTTP/3 {s or 'unrecorded'}")
+    lives = v.assign(page_http3=http3).groupby(
+        ["browser", "browser_session", "resolver_connection", "page_http3"], observed=True
+    )
+    facts += (
+        "<li>browser, browser life, resolver connection, page's HTTP/3: "
+        f"{html.escape(tables.counted_list(lives.size()))}</li>"
+    )
     checks = results.link_checks
     problems = int(checks["problem"].notna().sum()) if not checks.empty else 0
     failed, sent = tables.failure_counts(results.timings["status"])

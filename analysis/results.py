@@ -54,6 +54,7 @@ VISIT_COLUMNS = [
     "replay_filled",
     "replay_dns_misses",
     "first_h3",
+    "page_http3",
     "page_hosts",
     "https_asked",
     "https_answered",
@@ -78,6 +79,7 @@ OPTIONAL_VISIT_COLUMNS = (
     "replay_filled",
     "replay_dns_misses",
     "first_h3",
+    "page_http3",
     "page_hosts",
     "https_asked",
     "https_answered",
@@ -93,8 +95,14 @@ COUNT_COLUMNS = ("replay_misses", "replay_fuzzy", "replay_errors", "replay_fille
 H3_COLUMNS = ("first_h3", "page_hosts", "https_asked", "https_answered", "https_used")
 #: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, Firefox
 #: the browser of a store from before browsers were a factor; a store from before browser sessions and
-#: resolver connections were chosen had fresh browsers, cold connections.
-ABSENT_AS = {"vantage_point": "", "browser": "firefox", "browser_session": "fresh", "resolver_connection": "cold"}
+#: resolver connections were chosen had fresh browsers, cold connections; the page's HTTP/3 is unknown there.
+ABSENT_AS = {
+    "vantage_point": "",
+    "browser": "firefox",
+    "browser_session": "fresh",
+    "resolver_connection": "cold",
+    "page_http3": "",  # not recorded: a store from before the page's HTTP/3 was a condition
+}
 #: The columns of the metrics a grid can be drawn for (analysis/metrics.py), always read as floats.
 METRIC_COLUMNS = tuple(m.column for m in METRICS.values())
 TIMING_COLUMNS = [

@@ -26,20 +26,6 @@ from scipy.stats import mannwhitneyu
 from benchmarks.browser_reuse import ratio_interval
 
 PROFILE = "profiles/lab/http3.toml"
-#: What a Firefox visit needs to use the lab's HTTP/3 (docs/web.md, "What each browser needs").
-H3_PREFS = {"network.http.http3.enable": "true", "network.http.http3.disable_when_third_party_roots_found": "false"}
-
-
-def _h3_profile(directory: Path) -> Path:
-    """The study's current DNS profile with the two HTTP/3 preferences added."""
-    from harness.paths import PROJECT_ROOT
-
-    text = (PROJECT_ROOT / "profiles/firefox/dns-current.toml").read_text()
-    for name, value in H3_PREFS.items():
-        text += f'\n[[pref]]\nname = "{name}"\nvalue = {value}\nreason = "HTTP/3 in the lab (benchmark)"\n'
-    path = directory / "dns-current-h3.toml"
-    path.write_text(text)
-    return path
 
 
 def _lab(prefix: str, subnet: str, archive: Path | None = None):
@@ -65,7 +51,7 @@ def _visits(lab, sites: list[str], visits: int, results: Path) -> dict[str, dict
     from harness.visit import Visitor
 
     visitors = {
-        "h3": Visitor(lab, results / "h3", browser_dns=_h3_profile(results)),
+        "h3": Visitor(lab, results / "h3", page_http3=True),
         "h2": Visitor(lab, results / "h2"),
     }
     out: dict[str, dict[str, list[float]]] = {s: {"h3": [], "h2": [], "share": []} for s in sites}

@@ -99,6 +99,7 @@ class ClientSide:
     # The hosts whose certificates ca_file signs over QUIC (a lab web with HTTP/3): a browser that trusts ca_file
     # and refuses an unknown root over QUIC is told to allow it for them (harness/browser/chromium_quic.py)
     quic_ca_hosts: tuple[str, ...] = ()
+    web_http3: bool = False  # the place's web may answer over HTTP/3 (a lab web with `http3`; the Internet's does)
 
     def set_system_resolver(self, address: str) -> None:
         """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""

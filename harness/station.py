@@ -100,6 +100,7 @@ class Station:
                     s.browser_session, s.browser_restart.visits, s.browser_restart.memory_mb, s.browser_settle_s
                 ),
                 resolver_connection=s.resolver_connection,
+                page_http3=s.page_http3,
             )
         return self._visitors[browser]
 

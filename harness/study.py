@@ -224,6 +224,9 @@ class Study(BaseModel):
     # docs/visit.md, "A browser's first page", says what each choice measures).
     browser_settle_s: float = Field(default=0.0, ge=0, le=60)
     resolver_connection: Literal["cold", "warm"] = "cold"
+    # The page's requests may use HTTP/3 (both browsers; in a lab, one whose web serves it). False: HTTP/2 over
+    # TCP, the reference study's; Firefox's DoH3 arm turns it on all the same, recorded (docs/web.md, "HTTP/3").
+    page_http3: bool = False
     browser_restart: BrowserRestart = BrowserRestart()
     faults: list[LabFault] = Field(default_factory=list)  # lab studies: faults applied while the crawl runs
     # Where the visits run, each by a worker of its own (docs/distributed.md); none: one host, `dnsstudy crawl`.

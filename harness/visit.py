@@ -107,10 +107,12 @@ class Visitor:
         browser: str = DEFAULT_BROWSER,
         session: SessionPolicy | None = None,
         resolver_connection: str = "cold",
+        page_http3: bool = False,
     ):
         """``browser_dns`` names the browser's DNS settings (None: the browser's default profile); ``session``
         whether one browser serves many visits; ``resolver_connection`` whether a warm-up query opens the
-        connection to the resolver before each navigation ("warm") or the visit's first query does ("cold")."""
+        connection to the resolver before each navigation ("warm") or the visit's first query does ("cold");
+        ``page_http3`` whether the page's requests may use HTTP/3 (the study's `page_http3`)."""
         require_root("a visit")  # namespaces, resolver statistics; the browser itself drops root
         if resolver_connection not in RESOLVER_CONNECTIONS:
             raise HarnessError(f"resolver connection '{resolver_connection}': choose one of cold, warm")
@@ -124,7 +126,7 @@ class Visitor:
         self.resolver_connection = resolver_connection
         self.session = session or SessionPolicy()
         self.browser = make_browser(  # the watchdog's margin holds the settling a fresh browser's visit adds
-            browser, self.client, timeout, margin + self.session.settle_s, browser_dns, session=session
+            browser, self.client, timeout, margin + self.session.settle_s, browser_dns, session, page_http3
         )
         self.results_dir = results_dir
         self.timeout, self.margin, self.network = timeout, margin, network
@@ -363,6 +365,7 @@ class Visitor:
             "session_ordinal": self.browser.session_ordinal,
             "browser_restart": self.browser.restart_reason,
             "browser_settle_s": round(seen.start.settled_s, 3),
+            "page_http3": self.client.web_http3 and self.browser.page_http3_for(arm.browser_dns()),
             "browser_start_retries": seen.start.retried,
             "browser_warmup": warmup if self.browser.session_ordinal == 1 else None,
             "resolver_connection": self.resolver_connection,

@@ -47,6 +47,9 @@ class VisitResult:
     session_ordinal: int = 1  # the visit's place in its browser's life (1: the browser's first visit)
     browser_restart: str | None = None  # why this visit's browser replaced the one before (a reused session)
     browser_settle_s: float = 0.0  # how long the fresh browser waited after its start before navigating
+    # The page's requests could use HTTP/3: the place's web serves it and the browser had it on (the study's
+    # `page_http3`, or an arm it cannot keep apart from the page's: Firefox's DoH3); docs/web.md, "HTTP/3"
+    page_http3: bool = False
     browser_start_retries: list[str] = field(default_factory=list)  # failed starts retried within the visit
     browser_warmup: dict | None = None  # the warm-up its reused browser's start ran (the browser's first visit)
     resolver_connection: str = "cold"  # the connection to the resolver was opened by the visit, or before it

@@ -241,6 +241,7 @@ def test_a_store_from_before_the_paint_columns_still_analyses_and_says_fcp_is_mi
         "replay_filled",
         "replay_dns_misses",
         "first_h3",
+        "page_http3",
         "page_hosts",
         "https_asked",
         "https_answered",
@@ -510,10 +511,13 @@ def test_two_browser_lives_are_never_in_one_grid_and_the_environment_names_them(
     text = report.html.read_text()
     assert "Browser lives differ: their grids are apart" in text
     assert "<h3>browser fresh, " in text and "<h3>browser reused warm-started, " in text  # each life's own grids
-    found = re.search(r"browser, browser life, resolver connection: ([^<]*)</li>", text)
+    found = re.search(r"browser, browser life, resolver connection, page's HTTP/3: ([^<]*)</li>", text)
     assert found is not None and re.fullmatch(
-        r"firefox fresh cold \(\d+ visits\), firefox reused warm-started cold \(\d+ visits\)", found.group(1)
-    )
+        r"firefox fresh cold HTTP/3 unrecorded \(\d+ visits\), "
+        r"firefox reused warm-started cold HTTP/3 unrecorded \(\d+ visits\)",
+        found.group(1),
+    ), found
+    assert "page_http3" not in text  # the column's name is not what the report says
     table = pd.read_csv(tmp_path / "out/tables/session-modes.csv")
     assert {"fresh cold visits", "reused warm-started cold visits"} <= set(table.columns)
 
@@ -564,3 +568,16 @@ def test_columns_with_one_value_are_filled_and_read_as_the_store_holds_them(tmp_
         assert [None if pd.isna(v) else v for v in read] == [None if pd.isna(v) else v for v in stored], column
     assert visits["browser"].dtype == "category" and visits["resolver_handshakes"].dtype == float
     assert sorted(visits["session_ordinal"].dropna().unique()) == [3.0]
+
+
+def test_a_configuration_whose_page_could_use_http3_is_never_paired_with_one_whose_could_not(tmp_path):
+    """Firefox's DoH3 turns HTTP/3 on for the page (docs/web.md): where its visits say "on" and the others "off",
+    the grid has no pair between them, and a pair of two "off" configurations is untouched."""
+    store = make_store(tmp_path / "s.sqlite", slower_onload)
+    before = cell(grid(load(store).visits, "wired", SETTINGS), B, A).statistics
+    with closing(sqlite3.connect(store)) as db, db:
+        db.execute("UPDATE visits SET page_http3 = 'off'")
+    assert cell(grid(load(store).visits, "wired", SETTINGS), B, A).statistics.pairs == before.pairs > 0
+    with closing(sqlite3.connect(store)) as db, db:
+        db.execute("UPDATE visits SET page_http3 = 'on' WHERE resolver = ?", (B[0],))
+    assert cell(grid(load(store).visits, "wired", SETTINGS), B, A).statistics.pairs == 0

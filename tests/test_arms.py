@@ -11,7 +11,7 @@ from harness.arms import ClientSide, Resolver, browser_protocols, make_arm
 from harness.arms.dnsproxy import DnsproxyStub
 from harness.arms.dot import DotArm
 from harness.arms.evidence import client_counter_names, judge, path_failure
-from harness.browser.firefox_dns import firefox_prefs
+from harness.browser.firefox_dns import firefox_prefs, page_http3_on, refuse_page_http3_prefs
 from harness.browser.prefs import PrefSet, load_prefs, user_js
 from harness.errors import HarnessError
 from harness.profile import load_profile
@@ -101,6 +101,19 @@ def test_doh_prefs_force_trr_only_with_a_bootstrap_address():
     assert prefs["network.trr.uri"] == prefs["network.trr.custom_uri"] == RESOLVER.doh_uri
     assert prefs["network.trr.bootstrapAddr"] == RESOLVER.address
     assert firefox_prefs(make_arm("do53", RESOLVER, CLIENT).browser_dns(), True) == {"network.trr.mode": 5}
+
+
+def test_the_page_s_http3_is_the_study_s_but_firefox_s_doh3_turns_it_on_too():
+    h3 = "network.http.http3.enable"
+    roots = "network.http.http3.disable_when_third_party_roots_found"
+    do53, doh3 = (make_arm(p, EVERY, CLIENT).browser_dns() for p in ("do53", "doh3"))
+    assert h3 not in firefox_prefs(do53, True) and not page_http3_on(do53, False)  # the base profile's false
+    on = firefox_prefs(do53, True, page_http3=True)
+    assert on[h3] is True and on[roots] is False  # the lab's CA: HTTP/3 kept beside a root Firefox does not ship
+    assert firefox_prefs(do53, False, page_http3=True)[roots] is True  # the Internet: Firefox's own default
+    assert firefox_prefs(doh3, True)[h3] is True and page_http3_on(doh3, False)
+    with pytest.raises(HarnessError, match=r"^dns-x.toml: network.http.http3.enable is not a DNS setting"):
+        refuse_page_http3_prefs("dns-x.toml", {h3: True, "network.trr.mode": 3})
 
 
 #: What each arm's `firefox_prefs()` gave before arms said their DNS browser-neutrally (`BrowserDns`).

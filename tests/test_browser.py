@@ -72,8 +72,8 @@ class _Paper(Browser):
     product = "Paper"
     default_browser_dns = "paper-defaults.toml"
 
-    def __init__(self, client, timeout=30.0, margin=10.0, browser_dns=None):
-        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
+    def __init__(self, client, timeout=30.0, margin=10.0, browser_dns=None, page_http3=False):
+        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns, page_http3=page_http3)
         self.version, self.versions = "1.0", {"paper": "1.0"}
         self.dns_settings = {}
 

@@ -69,26 +69,39 @@ def test_a_list_too_long_for_chromium_is_a_one_line_error():
     assert "\n" not in str(caught.value) and f"{len(hosts)} hosts" in str(caught.value)
 
 
+def _switches(settings: ChromiumDns, client: ClientSide, page_http3: bool = True) -> list[str]:
+    return study_switches(settings, client, page_http3, "dns-current.toml")
+
+
 def test_chromium_adds_the_switch_only_where_it_trusts_the_place_s_ca():
     settings = load_chromium_dns()
     quiet = QUIET + settings.switches()
-    assert study_switches(settings, LAB_CLIENT) == [*quiet, f"--{SWITCH}=a.test:9,www.b.test:9"]
-    assert study_switches(settings, replace(LAB_CLIENT, browser_trusts_ca=False)) == quiet  # Internet: real roots
-    assert study_switches(settings, replace(LAB_CLIENT, quic_ca_hosts=())) == quiet  # no HTTP/3 in the place
+    assert _switches(settings, LAB_CLIENT) == [*quiet, f"--{SWITCH}=a.test:9,www.b.test:9"]
+    assert _switches(settings, replace(LAB_CLIENT, browser_trusts_ca=False)) == quiet  # Internet: real roots
+    assert _switches(settings, replace(LAB_CLIENT, quic_ca_hosts=())) == quiet  # no HTTP/3 in the place
+
+
+def test_without_page_http3_chromium_has_no_quic_and_a_profile_may_not_force_it():
+    settings = load_chromium_dns()
+    assert _switches(settings, LAB_CLIENT, page_http3=False) == [*QUIET, *settings.switches(), "--disable-quic"]
+    own = ChromiumSetting(name=SWITCH, kind="switch", value="a.test:443", reason="forced (test)")
+    forcing = ChromiumDns(version=settings.version, setting=[*settings.setting, own])
+    with pytest.raises(HarnessError, match=r"^dns-current.toml: origin-to-force-quic-on forces QUIC, but .*false$"):
+        _switches(forcing, LAB_CLIENT, page_http3=False)
 
 
 def test_a_profile_that_forces_quic_itself_keeps_its_origin_beside_the_place_s_hosts():
     settings = load_chromium_dns()
     own = ChromiumSetting(name=SWITCH, kind="switch", value="a.test:443", reason="forced (test)")
     forcing = ChromiumDns(version=settings.version, setting=[*settings.setting, own])
-    argv = [a for a in study_switches(forcing, LAB_CLIENT) if a.startswith(f"--{SWITCH}")]
+    argv = [a for a in _switches(forcing, LAB_CLIENT) if a.startswith(f"--{SWITCH}")]
     assert argv == [f"--{SWITCH}=a.test:443,a.test:9,www.b.test:9"]
 
 
 def _browser(client: ClientSide) -> Chromium:
     browser = Chromium.__new__(Chromium)  # no browser account or lab needed to render the switches
     browser.settings, browser.client, browser.timeout, browser.margin = load_chromium_dns(), client, 30.0, 10.0
-    browser.study_switches = study_switches(browser.settings, client)
+    browser.study_switches = _switches(browser.settings, client)
     return browser
 
 

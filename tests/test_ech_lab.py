@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,14 +42,13 @@ def test_both_resolvers_answer_the_lab_s_ech_configuration(ech_lab):
 def test_firefox_over_http3_has_its_ech_accepted_on_every_arm(ech_lab, tmp_path, protocol):
     site = _site_of_kind(ech_lab, "record")
     window = ech_log(ech_lab.run_dir).stat().st_size
-    visitor = Visitor(ech_lab, tmp_path, timeout=30.0, margin=10.0, browser_dns=_browser_dns(tmp_path, WAIT_FOR_RECORD))
+    prefs = _browser_dns(tmp_path, WAIT_FOR_RECORD)
+    visitor = Visitor(ech_lab, tmp_path, timeout=30.0, margin=10.0, browser_dns=prefs, page_http3=True)
     result = visitor.visit_once(f"https://{site}/", protocol, "near")
     assert result.error_class == "Successful" and result.first_h3, result
     host = next(h for h in result.https_hosts or [] if h["host"] == site)
     assert host["used"] and host["ech"] is True and result.ech_accepted and result.ech_accepted >= 1, host
-    with ech_log(ech_lab.run_dir).open() as log:
-        log.seek(window)
-        lines = log.read().splitlines()
+    lines = _ech_lines(ech_lab, window)
     assert any(line.split(" ")[2:] == [site, "ech=1", "quic"] for line in lines), lines  # the inner name, decrypted
 
 
@@ -62,19 +60,12 @@ def test_chromium_over_http3_has_its_ech_accepted_on_every_arm(ech_lab, tmp_path
     site = _site_of_kind(ech_lab, "record")
     for attempt in range(2):
         window = ech_log(ech_lab.run_dir).stat().st_size
-        visitor = Visitor(ech_lab, tmp_path / str(attempt), timeout=30.0, margin=10.0, browser="chromium")
-        try:
-            result = visitor.visit_once(f"https://{site}/", protocol, "near")
-        finally:
-            visitor.close()
-        assert result.error_class == "Successful", result
+        result = _visit(ech_lab, tmp_path / str(attempt), site, protocol, "chromium", page_http3=True)
         host = next(h for h in result.https_hosts or [] if h["host"] == site)
         if host["first_version"] == "h3":
             break
     assert host["used"] and host["ech"] is True and result.ech_accepted, host
-    with ech_log(ech_lab.run_dir).open() as log:
-        log.seek(window)
-        lines = log.read().splitlines()
+    lines = _ech_lines(ech_lab, window)
     assert any(line.split(" ")[2:] == [site, "ech=1", "quic"] for line in lines), lines
 
 
@@ -94,30 +85,38 @@ def test_over_tcp_the_front_answers_as_nginx_does_for_every_kind_of_site(ech_lab
 
 @pytest.mark.parametrize("browser", ["firefox", "chromium"])
 @pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
-def test_over_tcp_both_browsers_have_their_ech_accepted_on_every_arm(
-    ech_lab, tmp_path: Path, browser, protocol, monkeypatch
-):
-    """With the study's own settings (Firefox's HTTP/3 off; Chromium over TCP) each browser takes the `record`
+def test_over_tcp_both_browsers_have_their_ech_accepted_on_every_arm(ech_lab, tmp_path: Path, browser, protocol):
+    """With the study's own settings (`page_http3` false: HTTP/2 over TCP) each browser takes the `record`
     site's ECH configuration from the HTTPS record the arm delivered and the front accepts it over TCP: the inner
     name decrypted, HTTP/2, and the visit records it. Firefox's DoH3 arm is the exception the browser makes:
     DNS over HTTP/3 needs `network.http.http3.enable`, which turns HTTP/3 on for the page too (docs/web.md).
-    Chromium is kept on TCP by a client side naming no hosts for the lab CA over QUIC (docs/web.md)."""
-    own = ech_lab.client_side
-    monkeypatch.setattr(ech_lab, "client_side", lambda: replace(own(), quic_ca_hosts=()))
+    Each visit records whether its page could use HTTP/3."""
     site = _site_of_kind(ech_lab, "record")
     window = ech_log(ech_lab.run_dir).stat().st_size
-    visitor = Visitor(ech_lab, tmp_path, timeout=30.0, margin=10.0, browser=browser)
+    result = _visit(ech_lab, tmp_path, site, protocol, browser)
+    host = next(h for h in result.https_hosts or [] if h["host"] == site)
+    http3_on = browser == "firefox" and protocol == "doh3"
+    assert result.page_http3 == http3_on, result
+    assert host["answered"] and host["first_version"] == ("h3" if http3_on else "h2") and host["ech"] is True, host
+    assert result.ech_accepted and result.ech_accepted >= 1, result
+    lines = _ech_lines(ech_lab, window)
+    transport = "quic" if http3_on else "tcp"
+    assert any(line.split(" ")[2:] == [site, "ech=1", transport] for line in lines), lines
+
+
+def _visit(lab, results: Path, site: str, protocol: str, browser: str, page_http3: bool = False):
+    """One Successful visit of the site's page through the near resolver."""
+    visitor = Visitor(lab, results, timeout=30.0, margin=10.0, browser=browser, page_http3=page_http3)
     try:
         result = visitor.visit_once(f"https://{site}/", protocol, "near")
     finally:
         visitor.close()
     assert result.error_class == "Successful", result
-    host = next(h for h in result.https_hosts or [] if h["host"] == site)
-    http3_on = browser == "firefox" and protocol == "doh3"
-    assert host["answered"] and host["first_version"] == ("h3" if http3_on else "h2") and host["ech"] is True, host
-    assert result.ech_accepted and result.ech_accepted >= 1, result
-    with ech_log(ech_lab.run_dir).open() as log:
+    return result
+
+
+def _ech_lines(lab, window: int) -> list[str]:
+    """The front's connection log (h3front/ech.go) from byte ``window`` on."""
+    with ech_log(lab.run_dir).open() as log:
         log.seek(window)
-        lines = log.read().splitlines()
-    transport = "quic" if http3_on else "tcp"
-    assert any(line.split(" ")[2:] == [site, "ech=1", transport] for line in lines), lines
+        return log.read().splitlines()

@@ -29,9 +29,6 @@ from tests.test_privileges import assert_confined, pids_named
 
 pytestmark = pytest.mark.lab
 
-#: What a Firefox visit needs to use the lab's HTTP/3 (docs/web.md, "HTTP/3"), on top of the study's DNS profile.
-H3_PREFS = {"network.http.http3.enable": "true", "network.http.http3.disable_when_third_party_roots_found": "false"}
-
 
 @pytest.fixture(scope="module")
 def h3_lab() -> Iterator[object]:
@@ -39,11 +36,11 @@ def h3_lab() -> Iterator[object]:
         yield the_lab
 
 
-def _browser_dns(tmp_path: Path, extra: dict[str, str] | None = None) -> Path:
-    """The current DNS profile with HTTP/3 on for the page (its merge order puts it after quiet-offline.toml),
-    and ``extra`` preferences (name -> TOML value)."""
+def _browser_dns(tmp_path: Path, extra: dict[str, str]) -> Path:
+    """The current DNS profile with ``extra`` preferences (name -> TOML value). The page's HTTP/3 is the visit's
+    `page_http3`, which no DNS profile may set (harness/browser/firefox_dns.py)."""
     text = (PROJECT_ROOT / "profiles/firefox/dns-current.toml").read_text()
-    for name, value in (H3_PREFS | (extra or {})).items():
+    for name, value in extra.items():
         text += f'\n[[pref]]\nname = "{name}"\nvalue = {value}\nreason = "the lab web\'s HTTP/3 (test)"\n'
     path = tmp_path / "dns-current-h3.toml"
     path.write_text(text)
@@ -95,7 +92,7 @@ def test_lab_check_fetches_the_web_over_http3_too(h3_lab):
 
 
 def test_firefox_fetches_later_requests_over_http3_with_nginx_s_answers(h3_lab, tmp_path):
-    visitor = Visitor(h3_lab, tmp_path / "h3", timeout=30.0, margin=10.0, browser_dns=_browser_dns(tmp_path))
+    visitor = Visitor(h3_lab, tmp_path / "h3", timeout=30.0, margin=10.0, page_http3=True)
     result = visitor.visit_once("https://google.com/", "do53", "near")
     assert result.error_class == "Successful", result
     entries = _entries(result.har_path)

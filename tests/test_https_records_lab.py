@@ -77,7 +77,9 @@ def _first_versions(
 ) -> tuple[list[str], dict[str, str], dict]:
     """The HTTP version of each of the site's own requests in order, its first answer's headers, and what the
     visit's record says of the site's host (harness/https_use.py)."""
-    visitor = Visitor(lab, tmp_path / site, timeout=30.0, margin=10.0, browser_dns=_browser_dns(tmp_path, prefs))
+    visitor = Visitor(
+        lab, tmp_path / site, timeout=30.0, margin=10.0, browser_dns=_browser_dns(tmp_path, prefs), page_http3=True
+    )
     result = visitor.visit_once(f"https://{site}/", protocol, resolver)
     assert result.error_class == "Successful", result
     own = [e for e in _entries(result.har_path) if e["request"]["url"].split("/")[2] == site]
@@ -179,9 +181,10 @@ def test_chromium_not_allowed_the_lab_ca_over_quic_gets_the_record_and_stays_on_
     assert result.first_h3 is False and "h3" not in (result.http_versions or {}), result.http_versions
 
 
-def _chromium_visit(lab, results: Path, site: str, protocol: str) -> VisitResult:
-    """One visit of Chromium with the study's default settings to the site's page through the near resolver."""
-    visitor = Visitor(lab, results, timeout=30.0, margin=10.0, browser="chromium")
+def _chromium_visit(lab, results: Path, site: str, protocol: str, page_http3: bool = True) -> VisitResult:
+    """One visit of Chromium with the study's default settings but ``page_http3`` to the site's page through the
+    near resolver."""
+    visitor = Visitor(lab, results, timeout=30.0, margin=10.0, browser="chromium", page_http3=page_http3)
     try:
         return visitor.visit_once(f"https://{site}/", protocol, "near")
     finally:

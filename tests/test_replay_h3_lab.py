@@ -20,7 +20,7 @@ from harness.replay.archive import Archive
 from harness.visit import Visitor
 from tests.conftest import own_lab, replaying_lab
 from tests.helpers import CLI_ENV, DNSSTUDY
-from tests.test_h3_lab import _browser_dns, _entries
+from tests.test_h3_lab import _entries
 
 pytestmark = pytest.mark.lab
 
@@ -69,8 +69,8 @@ def test_lab_check_fetches_each_sample_over_http3_too_with_the_recorded_answer(h
         assert row.detail.split(" ", 1)[1] == h2.detail.split(" ", 1)[1], (row, h2)  # status and bytes alike
 
 
-def _visit(lab, tmp_path: Path, prefs: Path | None) -> tuple[object, list[dict]]:
-    visitor = Visitor(lab, tmp_path, timeout=30.0, margin=10.0, browser_dns=prefs)
+def _visit(lab, tmp_path: Path, page_http3: bool = False) -> tuple[object, list[dict]]:
+    visitor = Visitor(lab, tmp_path, timeout=30.0, margin=10.0, page_http3=page_http3)
     result = visitor.visit_once(f"https://{SITE}/", "do53", "near")
     assert result.error_class == "Successful", result
     assert result.replay_misses == 0 and not result.replay_errors, result
@@ -83,8 +83,8 @@ def test_firefox_gets_the_recorded_answers_over_http3(h3_replay, tmp_path):
     alone, and the front logged each HTTP/3 request."""
     (tmp_path / "h2").mkdir()
     (tmp_path / "h3").mkdir()
-    _, h2 = _visit(h3_replay, tmp_path / "h2", None)
-    _, h3 = _visit(h3_replay, tmp_path / "h3", _browser_dns(tmp_path / "h3"))
+    _, h2 = _visit(h3_replay, tmp_path / "h2")
+    _, h3 = _visit(h3_replay, tmp_path / "h3", page_http3=True)
     assert {e["response"]["httpVersion"] for e in h2} == {"HTTP/2"}
     first = {h["name"].lower(): h["value"] for h in h3[0]["response"]["headers"]}
     assert h3[0]["response"]["httpVersion"] == "HTTP/2" and first.get("alt-svc") == ALT_SVC, first

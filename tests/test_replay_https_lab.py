@@ -126,7 +126,9 @@ def test_a_replay_with_http3_keeps_h3_and_firefox_s_first_request_goes_there(h3_
     seen = {}
     for resolver in ("near", "near-bare"):
         prefs = _browser_dns(tmp_path, WAIT_FOR_RECORD)
-        visitor = Visitor(h3_replay_lab, tmp_path / resolver, timeout=30.0, margin=10.0, browser_dns=prefs)
+        visitor = Visitor(
+            h3_replay_lab, tmp_path / resolver, timeout=30.0, margin=10.0, browser_dns=prefs, page_http3=True
+        )
         result = visitor.visit_once(f"https://{site}/", "do53", resolver)
         assert result.error_class == "Successful" and result.replay_misses == 0, result
         seen[resolver] = next(h for h in result.https_hosts or [] if h["host"] == site)

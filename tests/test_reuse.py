@@ -173,9 +173,15 @@ def log_size(lab) -> int:
 def reused(lab, tmp_path):
     visitors: list[Visitor] = []
 
-    def make(connection: str = "cold", session: str = "reused", browser: str = "firefox", **policy) -> Visitor:
+    def make(
+        connection: str = "cold", session: str = "reused", browser: str = "firefox", page_http3: bool = False, **policy
+    ) -> Visitor:
         policy_ = SessionPolicy(session, **policy)
-        visitors.append(Visitor(lab, tmp_path, session=policy_, resolver_connection=connection, browser=browser))
+        visitors.append(
+            Visitor(
+                lab, tmp_path, session=policy_, resolver_connection=connection, browser=browser, page_http3=page_http3
+            )
+        )
         return visitors[-1]
 
     yield make
@@ -648,7 +654,7 @@ def test_no_http_cache_entry_a_chromium_visit_stored_is_used_by_the_next(reused,
 
 
 def test_no_alternative_service_a_chromium_visit_was_told_is_used_by_the_next(reused, lab):
-    visitor = reused(browser="chromium")
+    visitor = reused(browser="chromium", page_http3=True)  # QUIC on: without it no alternative is tried at all
     namespace = visitor.client.namespace
     with counting_quic(lab, namespace), do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)

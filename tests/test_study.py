@@ -63,6 +63,7 @@ def test_the_shipped_studies_load_with_the_reference_design():
     # The reference design: a new browser for every visit, its first query opening the resolver connection.
     assert (paper.study.browser_session, paper.study.resolver_connection) == ("fresh", "cold")
     assert paper.study.browser_settle_s == 0
+    assert not paper.study.page_http3 and not demo.study.page_http3  # HTTP/2 over TCP for the page, as the paper
 
 
 def test_the_paper_csv_is_the_lab_list_with_its_ranks():
@@ -126,6 +127,10 @@ def test_a_study_resolves_its_selections(tmp_path):
         ),
         (("seed = 7\n", 'seed = 7\nbrowser_session = "shared"\n'), r"mini.toml:\d+: browser_session: .*'fresh'"),
         (("seed = 7\n", 'seed = 7\nresolver_connection = "hot"\n'), r"mini.toml:\d+: resolver_connection: .*'warm'"),
+        (
+            ("seed = 7\n", 'seed = 7\npage_http3 = "maybe"\n'),
+            r"mini.toml:\d+: page_http3: Input should be a valid bool",
+        ),
         (
             ("seed = 7\n", 'seed = 7\nbrowser_session = "reused"\nbrowser_settle_s = 3\n'),
             r"mini.toml:\d+: browser_settle_s: .*a reused browser does not settle",

@@ -31,7 +31,7 @@ from harness.errors import HarnessError
 from harness.place import ClientSide
 
 if TYPE_CHECKING:
-    from harness.arms.base import DnsArm
+    from harness.arms.base import BrowserDns, DnsArm
 
 
 @dataclass
@@ -124,9 +124,11 @@ class Browser(ABC):
         margin: float = 10.0,
         browser_dns: str | Path | None = None,
         session: SessionPolicy | None = None,
+        page_http3: bool = False,
     ):
         """Every browser is built so; ``browser_dns`` names its DNS settings (None: `default_browser_dns`),
-        which the implementation reads into `dns_settings`; ``session`` says whether it serves many visits."""
+        which the implementation reads into `dns_settings`; ``session`` says whether it serves many visits;
+        ``page_http3`` whether the page's own requests may use HTTP/3 (the study's `page_http3`)."""
         if timeout <= 0 or margin <= 0:
             raise HarnessError(f"timeout and margin must be positive (got {timeout} and {margin})")
         self.session = session or SessionPolicy()
@@ -140,6 +142,12 @@ class Browser(ABC):
         self.margin = margin  # beyond timeout + margin the whole visit's browser is killed
         self.account = BrowserAccount.lookup()
         self.browser_dns = str(browser_dns or self.default_browser_dns)
+        self.page_http3 = page_http3
+
+    def page_http3_for(self, dns: BrowserDns) -> bool:
+        """Whether the page may use HTTP/3 in a visit with ``dns``: the study's `page_http3`, unless the browser
+        cannot keep its DNS's HTTP/3 apart from the page's (Firefox's DoH3)."""
+        return self.page_http3
 
     def unexpected_version(self) -> str | None:
         """A one-line warning if the installed browser is not the version its DNS settings were read from."""

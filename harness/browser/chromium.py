@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness import netns
 from harness.browser.base import SessionPolicy, register_browser
-from harness.browser.chromium_quic import with_quic_ca_hosts
+from harness.browser.chromium_quic import SWITCH, with_quic_ca_hosts
 from harness.browser.chromium_reused import ReusedChromiumSession, describe_launch, launch_settings
 from harness.browser.chromium_session import CHROMEDRIVER, CHROMIUM, ChromiumSession
 from harness.browser.chromium_settings import (
@@ -81,16 +81,19 @@ class Chromium(WebDriverBrowser):
         margin: float = 10.0,
         browser_dns: str | Path | None = None,
         session: SessionPolicy | None = None,
+        page_http3: bool = False,
     ):
         for program, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
             if not Path(program).exists():
                 raise HarnessError(f"{program} is missing: install {package} (scripts/setup.sh)")
-        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session)
+        super().__init__(
+            client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session, page_http3=page_http3
+        )
         self.settings = load_chromium_dns(self.browser_dns)
         self.dns_settings = self.settings.as_dict()
         # The same for every visit (no reused browser is replaced for them); built here, so that a list of hosts
         # too long for one argument fails before any visit.
-        self.study_switches = study_switches(self.settings, client)
+        self.study_switches = study_switches(self.settings, client, page_http3, self.browser_dns)
         self.version = program_version(CHROMIUM)
         self.versions = {"chromium": self.version, "chromedriver": program_version(CHROMEDRIVER)}
         _require_sandbox(self.account.setpriv(["unshare", "--user", "true"]), client.namespace)
@@ -151,11 +154,18 @@ class Chromium(WebDriverBrowser):
         self._session = self._reused
 
 
-def study_switches(settings: ChromiumDns, client: ClientSide) -> list[str]:
-    """Every visit's switches before the arm's: the quiet ones, the study's, and, where the browser trusts the
-    place's CA, that CA allowed over QUIC for the hosts the place says it signs there (nothing forced)."""
+def study_switches(settings: ChromiumDns, client: ClientSide, page_http3: bool, source: str) -> list[str]:
+    """Every visit's switches before the arm's: the quiet ones, the study's, and the page's HTTP/3: with
+    ``page_http3``, where the browser trusts the place's CA, that CA allowed over QUIC for the hosts the place says
+    it signs there (nothing forced); without, no QUIC at all (the reference study's HTTP/2 over TCP, as Firefox's
+    base profile has it). ``source``: the settings' file, for the error of a profile that forces QUIC."""
+    switches = QUIET + settings.switches()
+    if not page_http3:
+        if any(s.startswith(f"--{SWITCH}") for s in switches):
+            raise HarnessError(f"{source}: {SWITCH} forces QUIC, but the study's page_http3 is false")
+        return [*switches, "--disable-quic"]
     hosts = client.quic_ca_hosts if client.browser_trusts_ca else ()
-    return with_quic_ca_hosts(QUIET + settings.switches(), hosts)
+    return with_quic_ca_hosts(switches, hosts)
 
 
 def _require_sandbox(argv: list[str], namespace: str | None) -> None:

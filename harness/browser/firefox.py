@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.browser.base import SessionPolicy, register_browser
-from harness.browser.firefox_dns import firefox_prefs
+from harness.browser.firefox_dns import firefox_prefs, page_http3_on, refuse_page_http3_prefs
 from harness.browser.firefox_reused import ReusedFirefoxSession
 from harness.browser.prefs import DNS_CURRENT, load_prefs
 from harness.browser.reused import restart_reason
@@ -25,7 +25,7 @@ from harness.errors import HarnessError
 from harness.place import ClientSide
 
 if TYPE_CHECKING:
-    from harness.arms.base import DnsArm
+    from harness.arms.base import BrowserDns, DnsArm
 
 
 def geckodriver_version() -> str:
@@ -51,16 +51,20 @@ class Firefox(WebDriverBrowser):
         margin: float = 10.0,
         browser_dns: str | Path | None = None,
         session: SessionPolicy | None = None,
+        page_http3: bool = False,
     ):
         if not GECKODRIVER.exists():
             raise HarnessError(f"{GECKODRIVER} is missing: run scripts/setup.sh")
-        super().__init__(client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session)
+        super().__init__(
+            client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session, page_http3=page_http3
+        )
         self.work_root = client.run_dir / "visits"  # each visit's profile copy, deleted after it
         self.work_root.mkdir(exist_ok=True)
         self.version = firefox_version()
         self.versions = {"firefox": self.version, "geckodriver": geckodriver_version()}
         # The browser's DNS behaviour is data a study names; every visit records the values it ran with.
         self.dns_settings = load_prefs(self.browser_dns).as_dict()
+        refuse_page_http3_prefs(self.browser_dns, self.dns_settings)
         prefs = {**load_prefs().as_dict(), **self.dns_settings}
         self.template = ensure_template(
             client.run_dir, self.trusted_ca, prefs, self.account, client.namespace, self.version
@@ -80,12 +84,18 @@ class Firefox(WebDriverBrowser):
             self.template,
             self.client.namespace,
             self.work_root,
-            prefs=firefox_prefs(arm.browser_dns(), self.client.browser_trusts_ca),
+            prefs=self._arm_prefs(arm),
             timeout=self.timeout,
             margin=self.margin,
             read_prefs=tuple(self.dns_settings),
         )
         self._session.start()
+
+    def page_http3_for(self, dns: BrowserDns) -> bool:
+        return page_http3_on(dns, self.page_http3)
+
+    def _arm_prefs(self, arm: DnsArm) -> dict:
+        return firefox_prefs(arm.browser_dns(), self.client.browser_trusts_ca, self.page_http3)
 
     def _start_reused(self, arm: DnsArm) -> None:
         reason = restart_reason(self._reused, self.session)
@@ -105,5 +115,5 @@ class Firefox(WebDriverBrowser):
             self.session_ordinal = 0
         self.restart_reason = reason
         self.session_ordinal += 1
-        self._reused.begin_visit(firefox_prefs(arm.browser_dns(), self.client.browser_trusts_ca))
+        self._reused.begin_visit(self._arm_prefs(arm))
         self._session = self._reused

@@ -43,12 +43,15 @@ def make_browser(
     margin: float = 10.0,
     browser_dns: str | Path | None = None,
     session: SessionPolicy | None = None,
+    page_http3: bool = False,
 ) -> Browser:
     """The browser ``name``, ready to start in ``client``'s namespace; ``browser_dns`` names the DNS settings
-    it pins (None: the browser's own default profile)."""
+    it pins (None: the browser's own default profile); ``page_http3``: the page may use HTTP/3."""
     cls = browser_class(name)
     if session is not None and session.reused:
         if not cls.reusable:
             raise HarnessError(f"browser {name}: it cannot serve many visits (browser_session = 'reused')")
-        return cls(client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session)
-    return cls(client, timeout=timeout, margin=margin, browser_dns=browser_dns)
+        return cls(
+            client, timeout=timeout, margin=margin, browser_dns=browser_dns, session=session, page_http3=page_http3
+        )
+    return cls(client, timeout=timeout, margin=margin, browser_dns=browser_dns, page_http3=page_http3)

@@ -113,6 +113,7 @@ class InternetSide(Place):
             dead_resolver=self.gateway,
             browser_trusts_ca=False,
             quic_ca_hosts=(),  # the real web's certificates are real: nothing to allow over QUIC
+            web_http3=True,
         )
 
     def firewall(self) -> Firewall | None:

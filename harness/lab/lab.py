@@ -177,6 +177,7 @@ class Lab(Place):
             dead_resolver=self.config.addresses.refused,
             system_resolver=self.config.addresses.resolver(0),
             quic_ca_hosts=self._quic_ca_hosts(),
+            web_http3=self.config.settings.web.http3,
         )
 
     def _quic_ca_hosts(self) -> tuple[str, ...]:

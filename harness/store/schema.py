@@ -100,6 +100,9 @@ ADDED_COLUMNS = [
     # used (first request over HTTP/3 after the record was answered). NULL: not observed (no HAR; a place without
     # resolver logs, such as the Internet side).
     ("visits", "first_h3", "INTEGER"),
+    # ... and the page could use HTTP/3 ("on": the web served it and the browser had it on; "off"); '': a visit
+    # stored before this was recorded. A condition like the browser life: no pair crosses it (analysis/pairs.py).
+    ("visits", "page_http3", "TEXT NOT NULL DEFAULT ''"),
     ("visits", "page_hosts", "INTEGER"),
     ("visits", "https_asked", "INTEGER"),
     ("visits", "https_answered", "INTEGER"),

@@ -310,6 +310,11 @@ def _count(items: list | None) -> int | None:
     return None if items is None else len(items)
 
 
+def _on_off(value: object) -> str:
+    """A condition's boolean as the store keeps it: "on", "off", or "" where the record does not say."""
+    return "" if value is None else "on" if value else "off"
+
+
 def _flag(value: bool | None) -> int | None:
     """A yes/no/unknown as SQLite holds it."""
     return None if value is None else int(value)
@@ -342,6 +347,7 @@ def _visit_columns(record: dict) -> dict:
         "replay_filled": record.get("replay_filled"),
         "replay_dns_misses": _count(record.get("replay_dns_misses")),
         "first_h3": _flag(record.get("first_h3")),
+        "page_http3": _on_off(record.get("page_http3")),
         "page_hosts": record.get("page_hosts"),
         "https_asked": record.get("https_asked"),
         "https_answered": record.get("https_answered"),
