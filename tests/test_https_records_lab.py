@@ -140,6 +140,28 @@ def test_a_lost_https_answer_changes_only_that(records_lab, tmp_path, https_answ
     assert versions[0] == "HTTP/3" and host["used"] and host["faults"] == [], (versions, host)
 
 
+def test_chromium_loses_the_https_answer_and_only_that(records_lab, tmp_path, https_answers_lost):
+    """Chromium too: with the HTTPS answers over Do53 lost on the path, the page loads, its first request to the
+    `record` site over HTTP/2 with the answer sent and not used, and the visit names the fault."""
+    site = _site_of_kind(records_lab, "record")
+    result = _chromium_visit(records_lab, tmp_path, site, "do53")
+    assert result.error_class == "Successful" and result.faults == ["drop-https:do53"], result
+    host = next(h for h in result.https_hosts or [] if h["host"] == site)
+    assert host["asked"] and host["answered"] and not host["used"] and host["first_version"] == "h2", host
+
+
+def test_chromium_starts_an_alt_svc_only_site_on_http2_and_goes_to_http3_after(records_lab, tmp_path):
+    """No record: Chromium's first request to an `alt_svc` site goes over HTTP/2, whose answer announces HTTP/3,
+    and later requests to that host go over HTTP/3 (Chromium allowed the lab CA over QUIC)."""
+    site = _site_of_kind(records_lab, "alt_svc")
+    result = _chromium_visit(records_lab, tmp_path, site, "doh")
+    assert result.error_class == "Successful", result
+    host = next(h for h in result.https_hosts or [] if h["host"] == site)
+    assert host["asked"] and not host["answered"] and host["first_version"] == "h2" and not host["used"], host
+    own = [e["response"]["httpVersion"] for e in _entries(result.har_path) if e["request"]["url"].split("/")[2] == site]
+    assert own[0] == "HTTP/2" and "HTTP/3" in own[1:], own
+
+
 @pytest.mark.parametrize("protocol", ["do53", "dot", "doh", "doq", "doh3"])
 def test_chromium_asks_every_host_s_record_and_goes_to_http3_first_on_every_arm(records_lab, tmp_path, protocol):
     """Chromium asks every page host's HTTPS record whatever the arm, and gets a `record` site's. The lab names
