@@ -56,7 +56,7 @@ def _lab(args: argparse.Namespace, http3: bool, archive: Path | None = None):
 
 
 @contextmanager
-def _up(lab) -> Iterator[None]:
+def fresh_lab(lab) -> Iterator[None]:
     """``lab`` up from cold (whatever a crash left brought down first), and down again at the end."""
     lab.down()
     try:
@@ -66,7 +66,7 @@ def _up(lab) -> Iterator[None]:
         lab.down()
 
 
-def _urls(lab, sites: list[str]) -> list[str]:
+def page_urls(lab, sites: list[str]) -> list[str]:
     """Every object of the sites' synthetic pages, the pages first."""
     pages = {p.site: p for p in lab.web().pages}
     missing = [s for s in sites if s not in pages]
@@ -139,7 +139,7 @@ def _record(args: argparse.Namespace, archive: Path) -> Path:
     from harness.replay.recorder import record_sites
 
     lab = _lab(args, http3=True)
-    with _up(lab):
+    with fresh_lab(lab):
         for record in record_sites(lab, args.sites, archive):
             print(f"recorded {record.site}: {len(record.exchanges)} requests", flush=True)
     return archive
@@ -150,7 +150,7 @@ def _replay(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(args.replay) if args.replay else _record(args, Path(tmp) / "archive")
         lab = _lab(args, http3=True, archive=archive)
-        with _up(lab):
+        with fresh_lab(lab):
             web = lab.replay_web()
             h3_at = set(web.h3_served(True))
             urls, left = replay_urls((e for r in web.loaded for e in r.exchanges), lambda h: web.address_of(h) in h3_at)
@@ -198,8 +198,8 @@ def main() -> None:
         _replay(args)
     else:
         lab = _lab(args, http3=True)
-        with _up(lab):
-            urls = _urls(lab, args.sites)
+        with fresh_lab(lab):
+            urls = page_urls(lab, args.sites)
             print(f"{len(urls)} objects of {', '.join(args.sites)}, {args.rounds} rounds")
             _print_requests(_fetch(lab, urls, args.rounds))
     if args.ups:

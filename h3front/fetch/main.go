@@ -13,6 +13,7 @@
 //
 //	h3fetch -ca ca.pem -rounds 5 URL...
 //	h3fetch -ca ca.pem -answer URL...
+//	h3fetch -ca ca.pem -only h2 -rounds 1 URL...
 package main
 
 import (
@@ -80,12 +81,11 @@ func clients(caFile string) (map[string]*http.Client, map[string]int, error) {
 	return byProto, map[string]int{"h2": 2, "h3": 3}, nil
 }
 
-func run(caFile string, rounds int, urls []string) error {
+func run(caFile string, rounds int, order []string, urls []string) error {
 	byProto, major, err := clients(caFile)
 	if err != nil {
 		return err
 	}
-	order := []string{"h2", "h3"}
 	times := map[string][]float64{"h2": {}, "h3": {}}
 	for _, proto := range order { // warm: every connection up before timing
 		if _, err := timed(byProto[proto], urls, major[proto]); err != nil {
@@ -143,16 +143,23 @@ func main() {
 	ca := flag.String("ca", "", "the lab CA (PEM)")
 	rounds := flag.Int("rounds", 5, "timed passes over the URLs per protocol")
 	once := flag.Bool("answer", false, "fetch each URL once over HTTP/3 and print what came")
+	only := flag.String("only", "", "time one protocol only: h2 or h3 (benchmarks/tcp_front.py)")
 	flag.Parse()
 	if *ca == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: h3fetch -ca CA [-rounds N | -answer] URL...")
 		os.Exit(2)
 	}
+	order := []string{"h2", "h3"}
+	if *only != "" {
+		order = []string{*only}
+	}
 	var err error
 	if *once {
 		err = answers(*ca, flag.Args())
+	} else if *only != "" && *only != "h2" && *only != "h3" {
+		err = fmt.Errorf("-only %q: h2 or h3", *only)
 	} else {
-		err = run(*ca, *rounds, flag.Args())
+		err = run(*ca, *rounds, order, flag.Args())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "h3fetch:", err)
