@@ -368,6 +368,7 @@ class Visitor:
             "page_http3": self.client.web_http3 and self.browser.page_http3_for(arm.browser_dns()),
             "browser_start_retries": seen.start.retried,
             "browser_warmup": warmup if self.browser.session_ordinal == 1 else None,
+            "browser_ready": seen.report.ready,
             "resolver_connection": self.resolver_connection,
             "warm_up": seen.warm_up,
             "resolver_handshakes": connections.handshakes if connections else None,

@@ -52,6 +52,9 @@ class VisitResult:
     page_http3: bool = False
     browser_start_retries: list[str] = field(default_factory=list)  # failed starts retried within the visit
     browser_warmup: dict | None = None  # the warm-up its reused browser's start ran (the browser's first visit)
+    # What the reused browser had ready before the navigation, and how long the visit waited for it (Firefox: its
+    # preallocated content processes, harness/browser/reused.py `READY_LIMIT_S`); None for a fresh browser.
+    browser_ready: dict | None = None
     resolver_connection: str = "cold"  # the connection to the resolver was opened by the visit, or before it
     warm_up: str | None = None  # the warm-up query's failure, if it failed
     resolver_handshakes: int | None = None  # new connections to the resolver during the visit (TCP transports)

@@ -15,7 +15,7 @@ from harness.accounts import Account
 from harness.arms.base import DnsArm
 from harness.browser.base import Browser, PageLoad, SessionPolicy, start_failure
 from harness.browser.starting import START_RETRIES, browser_life, start_browser
-from harness.browser.warmup import WarmupServer, _nginx_config, _png, warmed
+from harness.browser.warmup import REQUESTS, WarmupServer, _nginx_config, _png, warmed
 from harness.errors import HarnessError
 
 ARM = cast(DnsArm, object())  # the fake browser never reads its arm
@@ -83,10 +83,12 @@ def test_the_browser_life_names_what_the_analysis_keeps_apart():
 
 
 def test_the_warm_up_counts_only_a_page_that_used_everything_over_http2():
-    assert warmed("ok protocol=h2 fonts=1 images=2 items=50 height=true")
-    assert not warmed("ok protocol=http/1.1 fonts=1 images=2 items=50 height=true")
-    assert not warmed("ok protocol=h2 fonts=0 images=2 items=50 height=true")
-    assert not warmed("ok protocol=h2 fonts=1 images=1 items=50 height=true")
+    made = f"requests={REQUESTS}"
+    assert warmed(f"ok protocol=h2 fonts=1 images=2 {made} items=50 height=true")
+    assert not warmed(f"ok protocol=http/1.1 fonts=1 images=2 {made} items=50 height=true")
+    assert not warmed(f"ok protocol=h2 fonts=0 images=2 {made} items=50 height=true")
+    assert not warmed(f"ok protocol=h2 fonts=1 images=1 {made} items=50 height=true")
+    assert not warmed(f"ok protocol=h2 fonts=1 images=2 requests={REQUESTS - 1} items=50 height=true")
     assert not warmed("the page said nothing ({'type': 'undefined'})")
     assert not warmed("RuntimeError: BiDi browsingContext.navigate failed: unknown error: about:certerror")
 

@@ -35,7 +35,7 @@ from harness.browser.chromium import Chromium
 from harness.browser.firefox import Firefox
 from harness.browser.firefox_reused import ReusedFirefoxSession
 from harness.browser.registry import browser_class
-from harness.browser.reused import dns_queries_in_flight, process_state
+from harness.browser.reused import READY_LIMIT_S, dns_queries_in_flight, process_state
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.lab import faults
@@ -306,6 +306,15 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
         else:  # the others clear a running browser
             assert warmup is None and "browser_start" not in result.phases, result.phases
     assert all("clear" in r.phases for r in results)
+    # Before each navigation Firefox's pool of preallocated content processes was full (a visit that found it
+    # short launched a process inside its page load); Chromium waits for nothing.
+    for result in results:
+        ready = result.browser_ready
+        if browser == "firefox":
+            assert ready is not None and 1 <= ready["wanted"] <= ready["content_processes"], ready
+            assert 0 <= ready["waited_s"] <= READY_LIMIT_S and "ready" in result.phases, (ready, result.phases)
+        else:
+            assert ready is None, ready
     if browser == "chromium":  # each visit's part of the browser's net log: its own resolver's answers
         for protocol, result in zip(protocols, results, strict=True):
             dns = result.browser_dns["values"]["dns"]

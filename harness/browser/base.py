@@ -55,6 +55,7 @@ class PageLoad:
     net_error: str | None = None  # Chromium: the navigation request's net::ERR_* code (its error page names none)
     paint: dict = field(default_factory=dict)  # fcp and lcp in ms from navigation start, None where not reported
     prefs: dict = field(default_factory=dict)  # the DNS settings' values read back from the running browser
+    ready: dict | None = None  # what a reused browser had ready before the navigation (`ReusedSession._await_ready`)
 
     def add_phases(self, phases: dict[str, float]) -> PageLoad:
         """This load, with ``phases`` timed outside the browser (a warm-up query) added to its own."""

@@ -15,7 +15,7 @@ each visit gets.
 from __future__ import annotations
 
 from harness import netns
-from harness.browser.reused import ReusedSession
+from harness.browser.reused import READY_LIMIT_S, ReusedSession
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.browser.warmup import WarmupServer
@@ -29,6 +29,7 @@ REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-
 _CLEAR = script("clear-state")
 _SET_PREFS = script("set-prefs")
 _TRUST = script("trust-certificate")
+_AWAIT_PROCESSES = script("await-content-processes")
 
 
 class ReusedFirefoxSession(ReusedSession, FirefoxSession):
@@ -53,6 +54,15 @@ class ReusedFirefoxSession(ReusedSession, FirefoxSession):
             raise RuntimeError(f"clearing failed: {cleared}")
         if self._source == "bidi" and self.renew_network_observer:
             self._events.resubscribe()  # type: ignore[union-attr]  # alive
+
+    def _await_ready(self) -> dict | None:
+        """Firefox's pool of preallocated content processes full (scripts/await-content-processes.js): a visit
+        that found it short paid a process launch inside its page load."""
+        limit_ms = int(READY_LIMIT_S * 1000)
+        found = self._in_chrome_async(self._driver, _AWAIT_PROCESSES, limit_ms)  # type: ignore[arg-type]  # alive
+        if not isinstance(found, dict) or "error" in found:
+            raise RuntimeError(f"reading the content processes failed: {found}")
+        return {"content_processes": found["ready"], "wanted": found["wanted"], "waited_s": found["ms"] / 1000}
 
     def _trust_warmup_certificate(self, server: WarmupServer) -> None:
         """The warm-up CA added to the running Firefox's certificate database (scripts/trust-certificate.js)."""
