@@ -8,6 +8,8 @@ privileges and only the capability it needs (docs/security.md).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from harness import netns
-from harness.accounts import BIND_LOW_PORT, Account, helper
+from harness.accounts import BIND_LOW_PORT, HELPER_USER, Account, helper
 from harness.arms.dot import DotArm
 from harness.browser.account import BrowserAccount
 from harness.browser.firefox import Firefox
 from harness.browser.session import FirefoxSession
 from harness.capture import capture
+from harness.lab.checks import account
 from harness.shaping.link_profile import load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import TimerSettings, start_timer
@@ -161,3 +164,32 @@ def test_the_browser_runs_unprivileged_and_cannot_touch_the_template(lab, tmp_pa
         for name in [*dirs, *files, "."]:
             st = os.lstat(os.path.join(root, name))
             assert st.st_uid == 0 and not st.st_mode & 0o022, os.path.join(root, name)
+
+
+DROP_THEN_REPORT = (
+    "import sys; from harness.lab.privileges import drop_privileges; from harness.lab.checks import account; "
+    "drop_privileges(sys.argv[1], 'test'); print(account())"
+)
+
+
+def test_the_checks_run_as_the_helper_account_without_privileges(lab):
+    """`lab check` parses the resolvers' and servers' answers: as the helper account, never as root."""
+    row = next(r for r in lab.run_checks() if r.name == "account")
+    assert row.ok and row.detail.startswith(f"{HELPER_USER} (uid {helper().uid}), capabilities 0x0"), row
+
+
+def test_the_checks_account_row_fails_as_root():
+    ok, said = account()
+    assert not ok and said.startswith("root (uid 0)"), said
+
+
+def test_a_dropped_process_is_the_account_with_no_capability_and_no_new_privileges():
+    argv = [sys.executable, "-c", DROP_THEN_REPORT, HELPER_USER]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"(True, '{HELPER_USER} (uid {helper().uid}), capabilities 0x0, no new privileges 1')"
+
+
+def test_dropping_to_root_is_refused():
+    out = subprocess.run([sys.executable, "-c", DROP_THEN_REPORT, "root"], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0 and "test: refusing to run as 'root': it is root" in out.stderr, out.stderr

@@ -1,18 +1,24 @@
 """Service checks run from inside the client namespace, with real clients.
 
 Run as `ip netns exec <client> python -I /abs/path/harness/lab/checks.py
-SPEC.json`, so name resolution goes through the namespace's own resolv.conf,
-as a browser there would. Prints one JSON list of check results. It runs as
-root, so it is started by absolute path in isolated mode (-I, which implies
--P): the working directory is never on sys.path, and `harness` is imported
-from the installed package, not from whatever `harness/` the caller's
-directory holds.
+SPEC.json USER`, so name resolution goes through the namespace's own
+resolv.conf, as a browser there would. Prints one JSON list of check results.
+It starts as root, so it is started by absolute path in isolated mode (-I,
+which implies -P): the working directory is never on sys.path, and `harness`
+is imported from the installed package, not from whatever `harness/` the
+caller's directory holds. Once it has read its spec it becomes USER (the
+helpers' account, harness/lab/privileges.py) for good, before it sends a
+query or parses an answer; what its clients import on first use (httpx's
+transports) the account reads from the project's environment, as mitmdump
+reads its own (docs/security.md).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import pwd
 import socket
 import ssl
 import subprocess
@@ -21,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
+from pathlib import Path
 
 import dns.message
 import dns.query
@@ -28,6 +35,8 @@ import dns.rcode
 import dns.rdatatype
 import httpx
 
+from harness.lab.privileges import drop_privileges
+from harness.paths import BUILD_BIN
 from harness.protocols import DOH3, DOQ
 
 
@@ -104,9 +113,8 @@ def replayed(sample: dict, ca: str) -> tuple[bool, str]:
 def http3(url: str, ca: str, status: int = 200, size: int | None = None) -> tuple[bool, str]:
     """One answer over HTTP/3 through the project's h3fetch (httpx has no HTTP/3): ``status`` and, if given,
     ``size`` bytes of body as sent."""
-    from harness.timer import BIN
-
-    proc = subprocess.run([str(BIN / "h3fetch"), "-ca", ca, "-answer", url], capture_output=True, text=True, timeout=10)
+    argv = [str(_program("h3fetch")), "-ca", ca, "-answer", url]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     if proc.returncode != 0:
         return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
     got = json.loads(proc.stdout)
@@ -120,10 +128,8 @@ def http3(url: str, ca: str, status: int = 200, size: int | None = None) -> tupl
 
 def quic(protocol: str, address: str, endpoint: str, tls_name: str, ca: str, name: str) -> tuple[bool, str]:
     """DoQ or DoH3 through the project's quictimer (dnspython's QUIC needs aioquic, which we do not ship)."""
-    from harness.timer import BIN
-
     argv = [
-        str(BIN / "quictimer"),
+        str(_program("quictimer")),
         "--protocol",
         protocol,
         "--server",
@@ -169,13 +175,22 @@ def _run(name: str, fn: Callable[[], tuple[bool, str]], deadline: float) -> Chec
         time.sleep(0.1)
 
 
+def account() -> tuple[bool, str]:
+    """Who the checks run as: not root, no capability left, no new privileges (they parse the lab's answers)."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    caps = int(status["CapEff"], 16) | int(status["CapPrm"], 16) | int(status["CapBnd"], 16)
+    uid, no_new = os.getuid(), status["NoNewPrivs"].strip()
+    said = f"{pwd.getpwuid(uid).pw_name} (uid {uid}), capabilities {caps:#x}, no new privileges {no_new}"
+    return uid != 0 and caps == 0 and no_new == "1", said
+
+
 def run_checks(spec: dict) -> list[CheckResult]:
-    """Every check the spec asks for (see harness.lab.lab.Lab.check_spec)."""
+    """Every check the spec asks for (see harness.lab.lab.Lab.check_spec), after the account they run as."""
     deadline = time.monotonic() + spec.get("wait", 5)
     ca = spec["ca"]
     probe, probe_addr = spec["probe_name"], spec["probe_address"]
     outside = spec["outside_name"]
-    results = []
+    results = [_run("account", account, deadline)]
     for r in spec["resolvers"]:
         n, addr, tls = r["name"], r["address"], r["tls_name"]
         url = f"https://{tls}/dns-query"
@@ -201,8 +216,17 @@ def run_checks(spec: dict) -> list[CheckResult]:
     return results
 
 
+def _program(name: str) -> Path:
+    """The project's helper ``name`` by its real path (under /opt/dnsstudy): the account the checks run as may
+    not search the checkout's directories."""
+    return (BUILD_BIN / name).resolve()
+
+
 def main() -> None:
-    spec = json.loads(open(sys.argv[1]).read())
+    """Read the spec as root, become the helpers' account (argv[2]), run the checks, print them."""
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    drop_privileges(sys.argv[2], "lab checks")
     print(json.dumps([asdict(r) for r in run_checks(spec)]))
 
 

@@ -425,10 +425,11 @@ class Lab(Place):
         spec_path.write_text(json.dumps(self.check_spec()))
         window = self.replay_window()
         env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+        checks = str(Path(__file__).resolve().with_name("checks.py"))
         proc = subprocess.run(
             netns.command(
                 self.config.namespaces["client"],
-                [sys.executable, "-I", str(Path(__file__).resolve().with_name("checks.py")), str(spec_path)],
+                [sys.executable, "-I", checks, str(spec_path), helper().name],
             ),
             capture_output=True,
             text=True,

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import os
-import pwd
 import signal
 import socket
 import sys
@@ -33,6 +32,7 @@ from typing import IO, NoReturn
 
 import h11
 
+from harness.lab.privileges import drop_privileges
 from harness.lab.replayfront import FAILED_STATUS
 from harness.replay.archive import Archive, Exchange
 from harness.replay.matching import ExchangeIndex, body_for, page_urls, response_headers
@@ -192,13 +192,6 @@ def _handler(replayer: Replayer):
     return handle
 
 
-def _drop_privileges(user: str) -> None:
-    entry = pwd.getpwnam(user)
-    os.setgroups([])
-    os.setgid(entry.pw_gid)
-    os.setuid(entry.pw_uid)
-
-
 def _listen(path: str) -> socket.socket:
     """The Unix socket nginx passes requests to, bound before the archive loads (nginx's first requests wait in
     its backlog) and open to nginx's workers, which run as another account."""
@@ -268,7 +261,7 @@ def main(argv: list[str]) -> None:
     events = open(config["events"], "a")  # noqa: SIM115  # every worker appends to it until killed
     replayer = Replayer(Archive(config["archive"]), bool(config["wait"]), events)
     if config.get("user"):
-        _drop_privileges(config["user"])
+        drop_privileges(config["user"], "replay server")
     workers: list[int] = []
     signal.signal(signal.SIGTERM, lambda _signum, _frame: _stop(workers, 0))  # a lab stops the server by its pid
     for _ in range(max(1, int(config.get("workers", 1)))):

@@ -10,37 +10,18 @@ resolver (DNS timeouts).
 so the working directory is never on sys.path and no code from it runs.
 Root only binds the ports below 1024; then the process becomes USER (the
 helpers' account), with no groups, no capabilities and no new privileges,
-before it sees a packet. It uses the standard library alone, so the account
-needs no access to the checkout.
+before it sees a packet (harness/lab/privileges.py). It uses the standard
+library alone (and that module, which does too), all imported before, so the
+account needs no access to the checkout.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
-import pwd
 import signal
 import socket
 import sys
 
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38  # <linux/prctl.h>
-
-
-def drop_privileges(user: str) -> None:
-    """Become ``user`` for good: the capability bounding set emptied, groups, gid, then uid (which clears every
-    capability), and no new privileges."""
-    entry = pwd.getpwnam(user)
-    if entry.pw_uid == 0:
-        raise SystemExit(f"tarpit: refusing to run as '{user}': it is root")
-    libc = ctypes.CDLL(None, use_errno=True)
-    last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
-    for cap in range(last_cap + 1):  # the bounding set too: nothing can be regained, not even by exec
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    os.setgroups([])
-    os.setgid(entry.pw_gid)
-    os.setuid(entry.pw_uid)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise SystemExit(f"tarpit: prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
+from harness.lab.privileges import drop_privileges
 
 
 def main(address: str, user: str) -> None:
@@ -55,7 +36,7 @@ def main(address: str, user: str) -> None:
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((address, 53))
     sockets.append(udp)
-    drop_privileges(user)
+    drop_privileges(user, "tarpit")
     print(f"tarpit: listening on {address} tcp/80,443,853 udp/53 as {user}, answering nothing", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
