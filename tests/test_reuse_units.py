@@ -62,6 +62,13 @@ def test_a_reused_chromium_reads_its_visit_s_part_of_the_net_log(tmp_path):
     assert visit is not None and visit.answered["built-in"] == 1 and visit.summary()["config_secure_dns_mode"] == "off"
     # A visit that began in the middle of a line leaves that line to the visit before.
     assert read_netlog(log, since=len(before) - 5).answered["built-in"] == 1  # type: ignore[union-attr]
+    # A part that begins before the events array is the whole log.
+    assert read_netlog(log, since=5).answered["built-in"] == 2  # type: ignore[union-attr]
+    # Only the constants and the visit's part are read, whatever the constants' size (read in blocks).
+    big = head.replace('{"constants": {', '{"constants": {"padding": "' + "x" * 200_000 + '", ', 1)
+    log.write_text(big + before[len(head) :] + json.dumps({**answered, "source": {"id": 3}}) + ",\n")
+    visit = read_netlog(log, since=len(big) + len(before) - len(head), config=whole.config)
+    assert visit is not None and visit.answered["built-in"] == 1 and visit.config["nameservers"]
 
 
 def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():

@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 #: net/base/net_error_list.h: certificate errors are -200 to -299.
 CERT_ERRORS = range(-299, -199)
@@ -69,18 +70,40 @@ def read_netlog(path: Path, since: int = 0, config: dict | None = None) -> NetLo
 
 def load_netlog(path: Path, since: int = 0) -> dict | None:
     """The net log at ``path`` parsed: its constants and its events from byte ``since`` on (see `read_netlog`);
-    None if there is none."""
+    None if there is none. Only the constants and the part from ``since`` are read: a browser's log grows with
+    every visit of its life."""
     try:
-        text = path.read_text(errors="replace")
+        with open(path, "rb") as f:
+            head = _head(f, since) if since else None
+            if head is None:  # the whole log (or its events begin after ``since``: all of them are the visit's)
+                f.seek(0)
+                return _parse(f.read().decode(errors="replace"))
+            f.seek(since - 1)
+            rest = f.read()
     except OSError:
         return None
-    if since:
-        head = text.find("\n", text.find('"events"'))  # the constants, then the events array's first line
-        rest = text[since:]
-        if text[since - 1 : since] != "\n":
-            rest = rest[rest.find("\n") + 1 :] if "\n" in rest else ""
-        text = text[: head + 1] + rest if 0 <= head < since else text
-    return _parse(text)
+    if rest[:1] == b"\n":  # the part begins with a line
+        rest = rest[1:]
+    else:  # a line cut at ``since`` belongs to the visit before
+        rest = rest[rest.find(b"\n") + 1 :] if b"\n" in rest else b""
+    return _parse((head + rest).decode(errors="replace"))
+
+
+def _head(f: BinaryIO, before: int, chunk: int = 1 << 16) -> bytes | None:
+    """The log's bytes up to the end of the line that opens its events array, if that ends before byte
+    ``before``; None otherwise."""
+    data, events = b"", -1
+    while len(data) < before:
+        block = f.read(min(chunk, before - len(data)))
+        if not block:
+            break
+        data += block
+        if events < 0:  # searched from the block before's last bytes: the word may span two blocks
+            events = data.find(b'"events"', max(0, len(data) - len(block) - 8))
+        end = data.find(b"\n", events) if events >= 0 else -1
+        if end >= 0:
+            return data[: end + 1] if end < before else None
+    return None
 
 
 def netlog_dns(data: dict | None, config: dict | None = None) -> NetLogDns | None:
