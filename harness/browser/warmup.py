@@ -42,8 +42,8 @@ from harness.lab.ca import CertificateAuthority, new_key, write_key
 WARM_UP_TIMEOUT_S = 15.0
 #: Requests the page's script makes after its own (images, stylesheets, scripts, fetches in turn): a page makes
 #: many (the synthetic google.com 72), and the browser's per-request code (and Firefox's request recorder) runs
-#: faster once it has run often. After a warm-up page of 6 requests a reused Firefox's first visit loaded 10 %
-#: slower than its later ones; after one of 206, 2 % (docs/visit.md, "A browser's first page").
+#: faster once it has run often. In probes a reused Firefox's first visit loaded 10 % slower than its later ones
+#: after a warm-up page of 6 requests, 2-5 % after one of 206 (docs/visit.md, "A browser's first page").
 REQUESTS = 200
 #: What the record calls the page (its URL changes with the port).
 PAGE = f"loopback HTTPS/HTTP2 page: HTML parser, CSS, script, PNG and SVG images, a web font, {REQUESTS} requests"

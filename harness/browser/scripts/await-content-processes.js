@@ -7,7 +7,9 @@ const [limitMs, done] = [arguments[0], arguments[arguments.length - 1]];
 (async () => {
   const started = Date.now();
   const enabled = Services.prefs.getBoolPref("dom.ipc.processPrelaunch.enabled", false);
-  const wanted = enabled ? Services.prefs.getIntPref("dom.ipc.processPrelaunch.fission.number", 1) : 0;
+  // Without Fission the pool keeps one (PreallocatedProcessManager).
+  const fission = Services.appinfo.fissionAutostart;
+  const wanted = !enabled ? 0 : fission ? Services.prefs.getIntPref("dom.ipc.processPrelaunch.fission.number", 1) : 1;
   let ready = 0;
   for (;;) {
     const info = await ChromeUtils.requestProcInfo();
