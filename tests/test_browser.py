@@ -31,6 +31,7 @@ def test_every_script_is_loaded_by_the_session_and_none_is_missing():
     }
     on_disk = {scripts.script(name) for name in scripts.names()}
     assert scripts.names() == [
+        "await-content-processes",
         "clear-state",
         "navigation",
         "paint",
