@@ -172,6 +172,7 @@ DROP_THEN_REPORT = (
 )
 
 
+@pytest.mark.lab
 def test_the_checks_run_as_the_helper_account_without_privileges(lab):
     """`lab check` parses the resolvers' and servers' answers: as the helper account, never as root."""
     row = next(r for r in lab.run_checks() if r.name == "account")
