@@ -1000,6 +1000,32 @@ def test_a_dns_query_still_in_flight_ends_before_the_next_visit_counts(reused, l
     assert second.proof["off_arm"] == 0, second.proof
 
 
+def test_a_late_lookup_of_a_visit_ends_before_its_arm_stops(reused, lab, monkeypatch):
+    """A lookup the page makes as its visit ends is waited for while the visit's arm still serves it: the next
+    arm's start (a stub stopped, another name server) would cut it off and leave glibc to retry it 5 s later."""
+    visitor = reused()
+    end_visit = ReusedFirefoxSession.end_visit
+    in_flight: list[int] = []
+
+    def look_up_late_then_end(session: ReusedFirefoxSession) -> None:
+        browser, uid = session._browser_pid, visitor.browser.account.uid
+        assert session._driver is not None and browser is not None  # alive
+        netns.nft(lab.namespaces["server"], ["-f", "-"], DROP_DNS)
+        try:
+            with netns.entered(visitor.client.namespace):
+                FirefoxSession._in_chrome(session._driver, RESOLVE_LATER, "late.google.com")
+            wait_for(lambda: dns_queries_in_flight(browser, uid) > 0, 5, "the query in flight")
+        finally:  # answered by glibc's retry
+            netns.nft(lab.namespaces["server"], ["delete", "table", "inet", "dnsstudy_test"])
+        end_visit(session)
+        in_flight.append(dns_queries_in_flight(browser, uid))
+
+    monkeypatch.setattr(ReusedFirefoxSession, "end_visit", look_up_late_then_end)
+    visit = visitor.visit_once(PAGE, "do53", "near")
+    assert visit.error_class == "Successful", visit.detail
+    assert in_flight == [0] and visit.phases["dns_settle_after"] > 0.5, (in_flight, visit.phases)
+
+
 def test_a_sabotaged_stub_inside_a_reused_browser_fails_as_in_a_fresh_one(reused, lab):
     """A blocked DoT path is DoT's counted failure and a dead stub ours, as with fresh browsers
     (test_failure_attribution.py); the same browser then serves a good visit."""

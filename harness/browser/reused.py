@@ -7,7 +7,8 @@ before's DNS queries to end, starts the visit's watchdog, lets the browser clear
 take the arm's settings (`_clear_for_visit`, the browser's own), waits until the browser has ready what a
 navigation would otherwise make on its path (`_await_ready`), and opens a new tab in a new user context
 (WebDriver BiDi `browser.createUserContext`), so that even what clearing missed is out of the next visit's
-reach; after the visit the tab and user context are removed. The watchdog runs per visit; when it fires the
+reach; after the visit the tab and user context are removed, and the visit waits for its browser's DNS queries
+in flight to end while its arm still serves them. The watchdog runs per visit; when it fires the
 browser is killed and the next visit gets a new one (`restart_reason`).
 """
 
@@ -202,6 +203,12 @@ class ReusedSession(WebDriverSession):
             self._end_watchdog()
         self._tab = self._user_context = None
         self.report.phases["shutdown"] = self.report.phases.get("shutdown", 0.0) + time.monotonic() - t
+        if self.alive:
+            # The page's late lookups end while the visit's arm still serves them: the next arm's start stops
+            # a stub or changes the name server, and a query it cuts off waits 5 s for glibc's retry.
+            t = time.monotonic()
+            self._await_dns_settled()
+            self.report.phases["dns_settle_after"] = time.monotonic() - t
 
     def _end_watchdog(self) -> None:
         """Cancel the watchdog and wait for it, in case it fired already: its kill ends before the next visit."""
