@@ -23,7 +23,7 @@ measured visit against its later ones, per arm (`--one-arm-blocks` gives every f
 
     .venv/bin/python -m benchmarks.browser_reuse [--visits 40] [--networks wired,4g] [--memory-visits 1000]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --memory-visits 1000   # the memory run alone
-    .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 20   # site state or first page?
+    .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 20 [--browsers firefox,chromium]
     .venv/bin/python -m benchmarks.browser_reuse --visits 0 --carryover 12 --carryover-compare   # observer kept too
     .venv/bin/python -m benchmarks.browser_reuse --visits 20 --networks wired --instrumentation-compare \
         --browsers firefox,chromium --modes fresh-cold
@@ -288,7 +288,15 @@ def memory(lab, results: Path, visits: int, url: str, every: int = 50, browser: 
         visitor.close()
 
 
-def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int = 0, compare: bool = False) -> None:
+def carryover(
+    lab,
+    results: Path,
+    visits: int,
+    urls: tuple[str, str],
+    gap: int = 0,
+    compare: bool = False,
+    browser: str = "firefox",
+) -> None:
     """Is a reused browser's page faster for state of the site that outlived the clearing, or for what the page
     before left in the browser itself? Each page as the last visit of a new reused browser, after itself or
     after the other page, interleaved (Do53, the current link), with ``gap`` visits of the other page between
@@ -296,13 +304,13 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
     the page before makes both faster after the lighter page. With ``compare``, every such browser runs twice,
     in random order: as the harness runs it, and keeping the BiDi network observer across visits (as before
     `ReusedFirefoxSession.renew_network_observer`), to show what renewing it removes; both then with BiDi's
-    network events (the recorder, the harness's default, has no observer)."""
+    network events (the recorder, the harness's default, has no observer); Firefox only, the observer being its."""
     from harness.browser.base import SessionPolicy
     from harness.browser.firefox_reused import ReusedFirefoxSession
     from harness.browser.session import FirefoxSession
     from harness.visit import Visitor
 
-    renewals = [True, False] if compare else [True]
+    renewals = [True, False] if compare and browser == "firefox" else [True]
     cells = [(renew, first, second) for renew in renewals for second in urls for first in urls]
     onloads: dict[tuple[bool, str, str], list[float]] = {cell: [] for cell in cells}
     try:
@@ -310,7 +318,7 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
             for renew, first, second in random.sample(cells, len(cells)):
                 ReusedFirefoxSession.renew_network_observer = renew
                 FirefoxSession.network_events = "bidi" if compare else "recorder"
-                visitor = Visitor(lab, results, session=SessionPolicy("reused"))
+                visitor = Visitor(lab, results, session=SessionPolicy("reused"), browser=browser)
                 try:
                     other = next(u for u in urls if u != second)
                     for before in [first] + [other] * gap:
@@ -324,7 +332,7 @@ def carryover(lab, results: Path, visits: int, urls: tuple[str, str], gap: int =
         ReusedFirefoxSession.renew_network_observer = True
         FirefoxSession.network_events = "recorder"
     rng = np.random.default_rng(2)
-    print(f"\ncarry-over, {gap} visits of the other page between: a reused browser's last visit, onLoad (ms), Do53")
+    print(f"\n{browser} carry-over, {gap} visits of the other page between: a reused browser's last visit, onLoad (ms)")
     for renew in renewals:
         if compare:
             print(f" network observer {'renewed each visit (the harness)' if renew else 'kept across visits'}:")
@@ -386,7 +394,7 @@ def main() -> None:
         action="store_true",
         help="every mode also with no request recorded (network_events = 'none'), interleaved",
     )
-    parser.add_argument("--browsers", default="firefox", help="firefox, chromium (Chromium: fresh-cold only)")
+    parser.add_argument("--browsers", default="firefox", help="firefox, chromium (each runs every mode)")
     parser.add_argument(
         "--chromium-source",
         default=None,
@@ -461,15 +469,9 @@ def main() -> None:
                 report_first_visits(rows, networks, protocols, names)
             if args.instrumentation_compare:
                 report_instrumentation(rows, networks, protocols, cells)
-            if args.carryover:
-                carryover(
-                    lab,
-                    Path(tmp),
-                    args.carryover,
-                    (args.url, args.other_url),
-                    args.carryover_gap,
-                    args.carryover_compare,
-                )
+            for browser in defaults if args.carryover else []:
+                urls = (args.url, args.other_url)
+                carryover(lab, Path(tmp), args.carryover, urls, args.carryover_gap, args.carryover_compare, browser)
             if args.memory_visits:
                 for browser in defaults:
                     memory(lab, Path(tmp), args.memory_visits, args.url, browser=browser)

@@ -149,10 +149,11 @@ def _feature(command_line: str, name: str) -> bool | None:
 
 
 def _parse(text: str) -> dict | None:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
+    if text.rstrip().endswith("}"):  # a closed log; a running one ends in an event's "},"
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
     # Killed mid-log: keep the complete event lines ("{...},") and close the array and object.
     lines = text.splitlines()
     while lines and not lines[-1].rstrip().endswith("},"):
