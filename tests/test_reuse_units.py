@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -10,7 +15,7 @@ from harness.arms.evidence import ResolverConnections, client_counter_names
 from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
-from harness.browser.chromium_reused import describe_launch, launch_settings
+from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_ticks
 from harness.browser.firefox import Firefox
 from harness.errors import HarnessError
 from harness.visit import Visitor, _Observed
@@ -163,3 +168,25 @@ def test_a_connection_that_cannot_be_reset_ends_the_visit_s_browser_and_says_why
     with pytest.raises(HarnessError, match="did not listen"):
         _prepare(browser, "cold", _Arm(fails=True))
     assert browser.calls == ["start", "counters", "stop"]
+
+
+def test_a_process_s_descendants_and_their_cpu_time_are_read_from_proc():
+    """What the renderers' idle wait reads: the browser's descendants (a grandchild here) and their CPU ticks."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess; subprocess.run(['sleep', '30'])"], start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while len(descendants(os.getpid())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        below = descendants(os.getpid())
+        assert child.pid in below and len(below) >= 2, below  # the child and its sleep
+        assert os.getpid() not in below
+        busy = time.process_time()
+        while time.process_time() - busy < 0.05:  # 50 ms of CPU: at least 4 ticks of 10 ms
+            pass
+        ticks = renderer_ticks([os.getpid(), child.pid, 999_999_999])
+        assert ticks[os.getpid()] >= 4 and 999_999_999 not in ticks, ticks
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the child and its sleep
+        child.wait()

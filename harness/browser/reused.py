@@ -5,11 +5,12 @@ every browser's reused session shares.
 harness/browser/firefox_reused.py). It starts the browser once; before every visit it waits for the visit
 before's DNS queries to end, starts the visit's watchdog, lets the browser clear what a visit could leave and
 take the arm's settings (`_clear_for_visit`, the browser's own), waits until the browser has ready what a
-navigation would otherwise make on its path (`_await_ready`), and opens a new tab in a new user context
+navigation would otherwise make on its path (`_await_ready`), opens a new tab in a new user context
 (WebDriver BiDi `browser.createUserContext`), so that even what clearing missed is out of the next visit's
-reach; after the visit the tab and user context are removed, and the visit waits for its browser's DNS queries
-in flight to end while its arm still serves them. The watchdog runs per visit; when it fires the
-browser is killed and the next visit gets a new one (`restart_reason`).
+reach, and waits until what the tab set going is done (`_await_tab_ready`); after the visit the tab and user
+context are removed, and the visit waits for its browser's DNS queries in flight to end while its arm still
+serves them. The watchdog runs per visit; when it fires the browser is killed and the next visit gets a new
+one (`restart_reason`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ class ReusedSession(WebDriverSession):
         """Wait, at most `READY_LIMIT_S`, until the browser has ready what a navigation would otherwise make on its
         path (Firefox: its preallocated content processes); what it found, for the record (None: nothing to wait
         for)."""
+        return None
+
+    def _await_tab_ready(self) -> dict | None:
+        """Wait, at most `READY_LIMIT_S`, until what opening the visit's tab set going in the browser is done
+        (Chromium: the new tab's renderer starting); what it found, for the record (None: nothing to wait for)."""
         return None
 
     def start(self) -> None:
@@ -148,10 +154,7 @@ class ReusedSession(WebDriverSession):
         try:
             with netns.entered(self.namespace):
                 self._clear_for_visit(settings)
-                ready = time.monotonic()
-                self.report.ready = self._await_ready()
-                self.report.phases["ready"] = time.monotonic() - ready
-                self._open_tab()
+                self._ready_tab()
         except Exception as exc:
             self.report.driver_failure = f"reuse: {type(exc).__name__}: {first_line(exc)}"
             self.kill()
@@ -168,16 +171,29 @@ class ReusedSession(WebDriverSession):
         while dns_queries_in_flight(self._browser_pid, self.account.uid) and time.monotonic() < deadline:
             time.sleep(0.05)
 
+    def _ready_tab(self) -> None:
+        """What the browser makes ready for a navigation awaited, a new user context and tab opened, and what the
+        new tab set going awaited: the time waited is the phase `ready`, what was found the record's
+        `browser_ready`; events and requests so far are dropped."""
+        assert self._events is not None  # alive
+        t = time.monotonic()
+        before = self._await_ready()
+        waited = time.monotonic() - t
+        self._open_tab()
+        t = time.monotonic()
+        after = self._await_tab_ready()
+        self.report.phases["ready"] = waited + time.monotonic() - t
+        self.report.ready = {**(before or {}), **(after or {})} or None
+        self._events.take()
+        self.drop_requests()
+
     def _open_tab(self) -> None:
-        """A new user context and a tab in it, which the driver switches to; events and requests so far are
-        dropped."""
+        """A new user context and a tab in it, which the driver switches to."""
         assert self._events is not None and self._driver is not None  # alive
         self._user_context = self._events.command("browser.createUserContext", {})["userContext"]
         created = self._events.command("browsingContext.create", {"type": "tab", "userContext": self._user_context})
         self._tab = created["context"]
         self._driver.switch_to.window(self._tab)
-        self._events.take()
-        self.drop_requests()
 
     def load(self, url: str) -> PageLoad:
         """Navigate and collect, unless the visit's preparation failed."""
