@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.arms import ClientSide, Resolver, make_arm
-from harness.browser.chromium import QUIET, Chromium, study_switches
+from harness.browser.chromium import Chromium, quiet_switches, study_switches
 from harness.browser.chromium_quic import (
     DECOY_QUIC_PORT,
     MAX_SWITCH_BYTES,
@@ -75,7 +75,7 @@ def _switches(settings: ChromiumDns, client: ClientSide, page_http3: bool = True
 
 def test_chromium_adds_the_switch_only_where_it_trusts_the_place_s_ca():
     settings = load_chromium_dns()
-    quiet = QUIET + settings.switches()
+    quiet = quiet_switches(settings)
     assert _switches(settings, LAB_CLIENT) == [*quiet, f"--{SWITCH}=a.test:9,www.b.test:9"]
     assert _switches(settings, replace(LAB_CLIENT, browser_trusts_ca=False)) == quiet  # Internet: real roots
     assert _switches(settings, replace(LAB_CLIENT, quic_ca_hosts=())) == quiet  # no HTTP/3 in the place
@@ -83,7 +83,7 @@ def test_chromium_adds_the_switch_only_where_it_trusts_the_place_s_ca():
 
 def test_without_page_http3_chromium_has_no_quic_and_a_profile_may_not_force_it():
     settings = load_chromium_dns()
-    assert _switches(settings, LAB_CLIENT, page_http3=False) == [*QUIET, *settings.switches(), "--disable-quic"]
+    assert _switches(settings, LAB_CLIENT, page_http3=False) == [*quiet_switches(settings), "--disable-quic"]
     own = ChromiumSetting(name=SWITCH, kind="switch", value="a.test:443", reason="forced (test)")
     forcing = ChromiumDns(version=settings.version, setting=[*settings.setting, own])
     with pytest.raises(HarnessError, match=r"^dns-current.toml: origin-to-force-quic-on forces QUIC, but .*false$"):

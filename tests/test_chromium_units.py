@@ -9,10 +9,10 @@ import pytest
 
 from harness.arms import ClientSide, Resolver, make_arm
 from harness.arms.base import BrowserDns
-from harness.browser.chromium import Chromium
+from harness.browser.chromium import QUIET, Chromium, quiet_switches
 from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_session import navigation_error
-from harness.browser.chromium_settings import arm_switches, load_chromium_dns, local_state
+from harness.browser.chromium_settings import ChromiumDns, ChromiumSetting, arm_switches, load_chromium_dns, local_state
 from harness.errors import HarnessError
 from harness.outcome import ErrorClass, Signals, classify, net_error_code
 
@@ -30,6 +30,18 @@ def test_the_current_settings_load_and_render_as_features_switches_and_preferenc
         "net": {"network_prediction_options": 0},
         "alternate_error_pages": {"enabled": False},
     }
+
+
+def test_every_visit_has_the_omnibox_popups_off_in_one_disable_features_switch():
+    settings = load_chromium_dns()
+    argv = quiet_switches(settings)
+    off = [a for a in argv if a.startswith("--disable-features=")]
+    assert off == ["--disable-features=HappyEyeballsV3,WebUIOmniboxPopup,WebUIOmniboxAimPopup"], argv
+    assert set(QUIET) < set(argv) and "--enable-features=AsyncDns,UseDnsHttpsSvcb" in argv
+    on = ChromiumSetting(name="WebUIOmniboxPopup", kind="feature", value=True, reason="test")
+    turned_on = ChromiumDns(version=settings.version, setting=[*settings.setting, on])
+    with pytest.raises(HarnessError, match=r"^x.toml: feature WebUIOmniboxPopup must stay off"):
+        quiet_switches(turned_on, "x.toml")
 
 
 def test_a_feature_that_is_not_a_boolean_is_a_one_line_error(tmp_path):

@@ -42,6 +42,12 @@ if TYPE_CHECKING:
 #: (--disable-background-networking, --disable-sync, --no-first-run, ...). Never --no-sandbox, never
 #: --ignore-certificate-errors.
 QUIET = ["--disable-component-update", "--disable-domain-reliability", "--no-default-browser-check"]
+#: Features every visit has off, whatever the study: Chromium 156 draws its omnibox's popups as WebUI, each in a
+#: renderer of its own made with every new window, and a reused browser's visit is a new window (its user
+#: context): 0.5 s of a core just as the page began to load, which then took 1.5x its time (docs/visit.md, "A
+#: new tab's renderer"). A headless browser shows no omnibox.
+QUIET_FEATURES_OFF = ["WebUIOmniboxPopup", "WebUIOmniboxAimPopup"]
+DISABLE_FEATURES = "--disable-features="
 
 
 def program_version(program: str) -> str:
@@ -159,13 +165,25 @@ def study_switches(settings: ChromiumDns, client: ClientSide, page_http3: bool, 
     ``page_http3``, where the browser trusts the place's CA, that CA allowed over QUIC for the hosts the place says
     it signs there (nothing forced); without, no QUIC at all (the reference study's HTTP/2 over TCP, as Firefox's
     base profile has it). ``source``: the settings' file, for the error of a profile that forces QUIC."""
-    switches = QUIET + settings.switches()
+    switches = quiet_switches(settings, source)
     if not page_http3:
         if any(s.startswith(f"--{SWITCH}") for s in switches):
             raise HarnessError(f"{source}: {SWITCH} forces QUIC, but the study's page_http3 is false")
         return [*switches, "--disable-quic"]
     hosts = client.quic_ca_hosts if client.browser_trusts_ca else ()
     return with_quic_ca_hosts(switches, hosts)
+
+
+def quiet_switches(settings: ChromiumDns, source: str = "the study's Chromium settings") -> list[str]:
+    """The quiet switches and the study's, with `QUIET_FEATURES_OFF` in the one --disable-features (Chromium
+    keeps the last of a repeated switch); a study that turns one of them on is refused, naming ``source``."""
+    switches = QUIET + settings.switches()
+    enabled = {name for s in switches if s.startswith("--enable-features=") for name in s.split("=", 1)[1].split(",")}
+    if clash := sorted(enabled & set(QUIET_FEATURES_OFF)):
+        raise HarnessError(f"{source}: feature {clash[0]} must stay off (a renderer made with every new window)")
+    off = [s.split("=", 1)[1] for s in switches if s.startswith(DISABLE_FEATURES)]
+    merged = DISABLE_FEATURES + ",".join([*off, *QUIET_FEATURES_OFF])
+    return [s for s in switches if not s.startswith(DISABLE_FEATURES)] + [merged]
 
 
 def _require_sandbox(argv: list[str], namespace: str | None) -> None:

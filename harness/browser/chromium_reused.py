@@ -57,11 +57,11 @@ from harness.browser.warmup import WarmupServer
 #: The user context every browser starts with: its first tab, never a visit's.
 DEFAULT_USER_CONTEXT = "default"
 
-#: A new user context's tab keeps its renderer busy for about 0.45 s after `browsingContext.create` returns
-#: (0.5-0.6 s of CPU, wired lab), and a page navigated at once loaded in 1.5x the time of one navigated after
-#: (docs/visit.md, "A new tab's renderer"). Its renderers count as idle when they used at most
-#: `IDLE_TICKS` clock ticks in each of `IDLE_STEPS` steps of `IDLE_STEP_S` (busy, they use 4-5 a step).
-IDLE_STEP_S = 0.03
+#: A new user context's window kept a renderer busy for about 0.45 s after `browsingContext.create` returned
+#: (0.5-0.6 s of CPU: the omnibox popups' WebUI, now off, `QUIET_FEATURES_OFF`), and a page navigated at once
+#: loaded in 1.5x the time (docs/visit.md, "A new tab's renderer"). Before each navigation the renderers must
+#: be idle: at most `IDLE_TICKS` clock ticks in each of `IDLE_STEPS` steps of `IDLE_STEP_S` (busy: 3 a step).
+IDLE_STEP_S = 0.02
 IDLE_STEPS = 2
 IDLE_TICKS = 1
 
