@@ -1029,6 +1029,42 @@ def test_a_late_lookup_of_a_visit_ends_before_its_arm_stops(reused, lab, monkeyp
     assert in_flight == [0] and visit.phases["dns_settle_after"] > 0.5, (in_flight, visit.phases)
 
 
+def test_a_late_doh_query_of_a_visit_reaches_its_resolver_before_the_visit_ends(reused, lab, monkeypatch):
+    """A DoH query the browser sends as its visit ends, held up on the path (a lost segment waiting for its
+    retransmission), reaches the resolver before the visit's counters stop: counted in the next visit, it would
+    be a query over another transport there (seen on 3G, Do53 after DoH, 2026-11-29)."""
+    visitor = reused()
+    server = visitor.arm("doh", "near").browser_dns().doh_server()
+    assert server is not None
+    held = (
+        "table inet dnsstudy_test { chain input { type filter hook input priority -10; "
+        f"ip daddr {server[0]} tcp dport {server[1]} drop; }}; }}"
+    )
+    end_visit = ReusedFirefoxSession.end_visit
+    in_flight: list[int] = []
+
+    def query_late_then_end(session: ReusedFirefoxSession) -> None:
+        browser, uid = session._browser_pid, visitor.browser.account.uid
+        assert session._driver is not None and browser is not None  # alive
+        netns.nft(lab.namespaces["server"], ["-f", "-"], held)
+        lift = threading.Timer(0.5, netns.nft, (lab.namespaces["server"], ["delete", "table", "inet", "dnsstudy_test"]))
+        try:
+            with netns.entered(visitor.client.namespace):
+                FirefoxSession._in_chrome(session._driver, RESOLVE_LATER, "late.google.com")
+            # The control: the query held up is seen (its connection holds unacknowledged data).
+            wait_for(lambda: dns_queries_in_flight(browser, uid, [server]) > 0, 5, "the DoH query in flight")
+        finally:
+            lift.start()
+        end_visit(session)
+        in_flight.append(dns_queries_in_flight(browser, uid, [server]))
+        lift.join()
+
+    monkeypatch.setattr(ReusedFirefoxSession, "end_visit", query_late_then_end)
+    visit = visitor.visit_once(PAGE, "doh", "near")
+    assert visit.error_class == "Successful" and visit.proof["valid"], (visit.detail, visit.proof)
+    assert in_flight == [0] and visit.phases["dns_settle_after"] > 0.2, (in_flight, visit.phases)
+
+
 def test_a_sabotaged_stub_inside_a_reused_browser_fails_as_in_a_fresh_one(reused, lab):
     """A blocked DoT path is DoT's counted failure and a dead stub ours, as with fresh browsers
     (test_failure_attribution.py); the same browser then serves a good visit."""

@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from harness.arms.base import BrowserDns
 from harness.arms.evidence import ResolverConnections, client_counter_names
 from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_ticks
 from harness.browser.firefox import Firefox
+from harness.browser.reused import _endpoint, dns_queries_in_flight
 from harness.errors import HarnessError
 from harness.visit import Visitor, _Observed
 
@@ -190,3 +193,22 @@ def test_a_process_s_descendants_and_their_cpu_time_are_read_from_proc():
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the child and its sleep
         child.wait()
+
+
+def test_sockets_are_read_from_proc_in_either_family():
+    word = "0100007F" if sys.byteorder == "little" else "7F000001"  # 127.0.0.1 in host byte order
+    mapped = "FFFF0000" if sys.byteorder == "little" else "0000FFFF"
+    assert _endpoint(f"{word}:0035") == ("127.0.0.1", 53)
+    assert _endpoint(f"0000000000000000{mapped}{word}:01BB") == ("127.0.0.1", 443)
+    before = dns_queries_in_flight(os.getpid(), os.getuid())
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as query:
+        query.connect(("127.0.0.1", 53))  # a query's socket: connected, nothing sent
+        assert dns_queries_in_flight(os.getpid(), os.getuid()) == before + 1
+        assert dns_queries_in_flight(os.getpid(), os.getuid() + 1) == 0
+
+
+def test_a_doh_server_is_where_the_browser_s_own_client_sends_over_tcp():
+    assert BrowserDns("doh", "https://dns.example/dns-query", "192.0.2.1").doh_server() == ("192.0.2.1", 443)
+    assert BrowserDns("doh", "https://dns.example:8443/q", "2001:db8::1").doh_server() == ("2001:db8::1", 8443)
+    assert BrowserDns("doh", "https://dns.example/q", "192.0.2.1", http3=True).doh_server() is None
+    assert BrowserDns().doh_server() is None

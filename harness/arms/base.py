@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from harness.errors import HarnessError
 from harness.place import ClientSide, Resolver
@@ -36,6 +37,13 @@ class BrowserDns:
     #: Recording only (harness/replay/recorder.py), never in a measured visit: every request goes through an
     #: HTTP(S) proxy on the client's loopback at this port.
     proxy_port: int | None = None
+
+    def doh_server(self) -> tuple[str, int] | None:
+        """The address and TCP port the browser's own DoH client sends its queries to, or None (the system's
+        resolver, or DoH over HTTP/3, whose queries travel in datagrams of a long-lived QUIC connection)."""
+        if self.resolver != "doh" or self.http3 or self.bootstrap is None or self.uri is None:
+            return None
+        return self.bootstrap, urlsplit(self.uri).port or 443
 
 
 class DnsArm(ABC):

@@ -156,7 +156,7 @@ class Chromium(WebDriverBrowser):
             self.session_ordinal = 0
         self.restart_reason = reason
         self.session_ordinal += 1
-        self._reused.begin_visit({"launch": launch})
+        self._reused.begin_visit({"launch": launch}, arm.browser_dns().doh_server())
         self._session = self._reused
 
 

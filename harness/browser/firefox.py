@@ -115,5 +115,5 @@ class Firefox(WebDriverBrowser):
             self.session_ordinal = 0
         self.restart_reason = reason
         self.session_ordinal += 1
-        self._reused.begin_visit(self._arm_prefs(arm))
+        self._reused.begin_visit(self._arm_prefs(arm), arm.browser_dns().doh_server())
         self._session = self._reused

@@ -8,15 +8,18 @@ take the arm's settings (`_clear_for_visit`, the browser's own), waits until the
 navigation would otherwise make on its path (`_await_ready`), opens a new tab in a new user context
 (WebDriver BiDi `browser.createUserContext`), so that even what clearing missed is out of the next visit's
 reach, and waits until what the tab set going is done (`_await_tab_ready`); after the visit the tab and user
-context are removed, and the visit waits for its browser's DNS queries in flight to end while its arm still
-serves them. The watchdog runs per visit; when it fires the browser is killed and the next visit gets a new
-one (`restart_reason`).
+context are removed, and the visit waits for its browser's DNS queries in flight (to the system's name server or
+its own DoH server) to end while its arm still serves them and its counters still run. The watchdog runs per
+visit; when it fires the browser is killed and the next visit gets a new one (`restart_reason`).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import sys
 import time
 from abc import abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness import netns
@@ -57,6 +60,7 @@ class ReusedSession(WebDriverSession):
         # The warm-up's server, if the browser made it before its start (Chromium: its CA must be in the NSS
         # database before the browser opens it); otherwise `_warm_up` makes one once the browser runs.
         self._warmup_server: WarmupServer | None = None
+        self._doh_server: tuple[str, int] | None = None  # the visit's DoH server (`begin_visit`)
 
     @abstractmethod
     def _clear_for_visit(self, settings: dict) -> None:
@@ -135,8 +139,9 @@ class ReusedSession(WebDriverSession):
             total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
         return total / 1024
 
-    def begin_visit(self, settings: dict) -> None:
+    def begin_visit(self, settings: dict, doh_server: tuple[str, int] | None = None) -> None:
         """A visit's report and watchdog, the arm's settings, everything cleared, a new user context and tab.
+        ``doh_server``: where the arm has the browser's own DoH client send its queries (`BrowserDns.doh_server`).
 
         A browser that fails at this is killed, and the visit is the harness's failure (`driver_failure`).
         """
@@ -148,6 +153,7 @@ class ReusedSession(WebDriverSession):
             return
         t = time.monotonic()
         self._await_dns_settled()
+        self._doh_server = doh_server
         self.report.phases["dns_settle"] = time.monotonic() - t
         self._watchdog = self._start_watchdog()
         t = time.monotonic()
@@ -161,14 +167,12 @@ class ReusedSession(WebDriverSession):
         self.report.phases["clear"] = time.monotonic() - t - self.report.phases.get("ready", 0.0)
 
     def _await_dns_settled(self) -> None:
-        """Wait (at most `DNS_SETTLE_S`) until the browser has no DNS query in flight.
-
-        glibc sends each query from a UDP socket connected to the name server, closed when the query ends, so
-        the browser account's UDP sockets to port 53 in the client namespace are its queries in flight.
-        """
+        """Wait (at most `DNS_SETTLE_S`) until the browser has no DNS query in flight (`dns_queries_in_flight`),
+        to the system's name server or to the visit's DoH server."""
         assert self._browser_pid is not None  # alive
+        servers = (self._doh_server,) if self._doh_server else ()
         deadline = time.monotonic() + DNS_SETTLE_S
-        while dns_queries_in_flight(self._browser_pid, self.account.uid) and time.monotonic() < deadline:
+        while dns_queries_in_flight(self._browser_pid, self.account.uid, servers) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def _ready_tab(self) -> None:
@@ -251,19 +255,43 @@ def restart_reason(browser: ReusedSession | None, policy: SessionPolicy) -> str 
     return None
 
 
-def dns_queries_in_flight(pid: int, uid: int) -> int:
-    """UDP sockets of ``uid`` connected to port 53 in the network namespace of process ``pid``."""
+def dns_queries_in_flight(pid: int, uid: int, doh_servers: Iterable[tuple[str, int]] = ()) -> int:
+    """The DNS queries of ``uid`` in flight in the network namespace of process ``pid``, as its sockets show them.
+
+    glibc sends each query from a UDP socket connected to the name server, closed when the query ends: every UDP
+    socket to port 53 is a query in flight. A DoH client keeps its TCP connection to ``doh_servers`` (address,
+    port) open between queries: one holding data the server has not acknowledged carries a query the server has
+    not received yet (on a lossy link, one waiting for its retransmission). A query answered late is not counted:
+    the server, whose counters prove the visit, has it already.
+    """
+    wanted = set(doh_servers)
     count = 0
-    for table in ("udp", "udp6"):
+    for table in ("udp", "udp6", "tcp", "tcp6") if wanted else ("udp", "udp6"):
         try:
             lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
-            fields = line.split()  # sl local rem st tx:rx tr:when retrnsmt uid ...
-            if len(fields) > 7 and int(fields[2].rsplit(":", 1)[1], 16) == DNS_PORT and int(fields[7]) == uid:
-                count += 1
+            fields = line.split()  # sl local rem st tx_queue:rx_queue tr:when retrnsmt uid ...
+            if len(fields) < 8 or int(fields[7]) != uid:
+                continue
+            address, port = _endpoint(fields[2])
+            if table.startswith("udp"):
+                count += port == DNS_PORT
+            else:
+                count += (address, port) in wanted and int(fields[4].split(":")[0], 16) > 0
     return count
+
+
+def _endpoint(field: str) -> tuple[str, int]:
+    """An address and port as /proc/net/{tcp,udp}[6] write them (hex, the address in 32-bit words of host
+    byte order); an IPv4-mapped IPv6 address as its IPv4 one."""
+    hex_address, hex_port = field.split(":")
+    words = [bytes.fromhex(hex_address[i : i + 8]) for i in range(0, len(hex_address), 8)]
+    address = ipaddress.ip_address(b"".join(w[::-1] if sys.byteorder == "little" else w for w in words))
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return str(address), int(hex_port, 16)
 
 
 def _stat(pid: int) -> list[str] | None:
