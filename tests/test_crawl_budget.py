@@ -1,0 +1,47 @@
+"""`benchmarks/crawl_budget.py`: a crawl's time split from a store of the real schema."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from benchmarks.crawl_budget import read_blocks, report
+from harness.store import Store
+
+
+def _visit(db, ordinal: int, block: int, network: str, started: str, on_load_ms: float, wall_s: float, phases: dict):
+    db.execute(
+        "INSERT INTO visits (ordinal, study_id, round, block, network, rank, site, site_group, resolver, protocol, "
+        "status, started_at, on_load_ms, record) VALUES (?, 's', 0, ?, ?, 1, 'a.example', 'top', 'near', 'do53', "
+        "'done', ?, ?, ?)",
+        (ordinal, block, network, started, on_load_ms, json.dumps({"wall_s": wall_s, "phases": phases})),
+    )
+
+
+def test_a_crawl_s_time_is_split_into_page_loads_starts_harness_link_and_timer(tmp_path):
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    store.add_study("s", "test", 1, {})
+    store.close()
+    db = sqlite3.connect(path)
+    start = {"profile": 0.1, "browser_start": 1.0, "warm_start": 0.5}
+    _visit(db, 0, 0, "3g", "2026-11-29T10:00:00.000+00:00", 3000, 5.0, start)
+    _visit(db, 1, 0, "3g", "2026-11-29T10:00:05.000+00:00", 2000, 2.5, {"clear": 0.2})
+    _visit(db, 2, 1, "wired", "2026-11-29T10:00:20.000+00:00", 500, 2.6, start)
+    t0 = 1795946400.0  # 2026-11-29T10:00:00Z
+    for block, begin, end in ((0, t0 + 8, t0 + 15), (1, t0 + 23, t0 + 24)):
+        db.execute(
+            "INSERT INTO timings (study_id, block, network, resolver, protocol, name, type, start, duration_us, "
+            "new_connection, status, record) VALUES ('s', ?, 'n', 'near', 'do53', 'a', 'A', ?, ?, 0, 'ok', '{}')",
+            (block, begin, int((end - begin) * 1e6)),
+        )
+    db.commit()
+    db.close()
+
+    first, second = read_blocks(str(path))
+    assert (first.network, first.visits, first.starts) == ("3g", 2, 1)
+    assert (first.on_load, first.start_s, round(first.other_s, 6)) == (5.0, 1.6, 0.9)
+    assert first.link_s is None and first.timer_s == 7.0
+    assert second.link_s == 5.0 and second.timer_s == 1.0  # the first block's timer ended at +15 s, this began at +20
+    lines = report([first, second], analysis_s=30)
+    assert lines[-1].startswith("floor, no harness time at all (onLoads, link checks, timers, analysis): 0.81 min")
