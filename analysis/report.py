@@ -119,7 +119,10 @@ def _apart(report: Report, results: Results, networks: list[str], settings: Anal
     if len(tables.session_modes(visits)) > 1:
         sections.append(_session_modes(report, results, networks, settings))
     if visits["browser"].nunique() > 1:
-        sections.append(_browsers(report, results, networks, settings))
+        lives = sorted(visits["browser_session"].astype(str).unique())
+        for life in lives if len(lives) > 1 else [None]:
+            mine = visits[visits["browser_session"].astype(str) == life] if life else visits
+            sections.append(_browsers(report, replace(results, visits=mine), networks, settings, life))
     return sections
 
 
@@ -135,24 +138,29 @@ def _vantage_points(report: Report, results: Results, networks: list[str], setti
     return "\n".join(parts)
 
 
-def _browsers(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
+def _browsers(
+    report: Report, results: Results, networks: list[str], settings: AnalysisSettings, life: str | None = None
+) -> str:
     """The browsers compared: success and median onLoad side by side, each arm's difference from Do53 in each
     browser (one figure per metric), then each browser's own grids and success tables. The grids above pool
-    both browsers' pairs, each pair within one browser."""
+    both browsers' pairs, each pair within one browser. With several browser lives, one such section per
+    ``life`` (the visits given are that life's), so that no table, figure or grid mixes two lives."""
+    tag, of = (f"-{life}", f", browser {life}") if life else ("", "")
     frame = tables.side_by_side_table(results.visits, "browser", settings)
-    caption = "Per browser: counted visits, success % and median onLoad of Successful visits"
-    report.tables += tables.write_table(frame, report.out / "tables" / "browsers", caption)
-    parts = ["<h2>Browsers</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
+    caption = f"Per browser{of}: counted visits, success % and median onLoad of Successful visits"
+    report.tables += tables.write_table(frame, report.out / "tables" / f"browsers{tag}", caption)
+    parts = [f"<h2>Browsers{html.escape(of)}</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
     for metric in settings.grid.metric_list():
         if results.visits[metric.column].notna().any():
             fig = figures.browser_figure(results.visits, settings, metric)
-            caption = f"{metric.label}: each arm minus its resolver's Do53, per browser"
-            parts.append(_drawn(report).now(fig, file_stem("browsers", metric, "do53"), caption))
+            caption = f"{metric.label}: each arm minus its resolver's Do53, per browser{of}"
+            parts.append(_drawn(report).now(fig, file_stem("browsers", metric, f"do53{tag}"), caption))
     for browser in sorted(results.visits["browser"].astype(str).unique()):
-        name = settings.labels.browser(browser)
-        parts += _grids_of(report, results, "browser", browser, name, networks, settings)
+        name = settings.labels.browser(browser) + of
+        parts += _grids_of(report, results, "browser", browser, name, networks, settings, key_end=tag)
         mine = results.visits[results.visits["browser"].astype(str) == browser]
-        parts.append(_outcomes(report, mine, settings, suffix=f"-{browser}", heading=f"Success and errors, {name}"))
+        heading = f"Success and errors, {name}"
+        parts.append(_outcomes(report, mine, settings, suffix=f"-{browser}{tag}", heading=heading))
     return "\n".join(parts)
 
 
@@ -164,8 +172,10 @@ def _grids_of(
     name: str,
     networks: list[str],
     settings: AnalysisSettings,
+    key_end: str = "",
 ) -> list[str]:
-    """The grids of the visits whose ``column`` is ``value`` (a vantage point, a browser), network by network."""
+    """The grids of the visits whose ``column`` is ``value`` (a vantage point, a browser), network by network;
+    ``key_end`` ends their files' names."""
     order, parts = configurations(results.visits), []
     mine = replace(results, visits=results.visits[results.visits[column].astype(str) == value])
     for network in networks:
@@ -173,7 +183,7 @@ def _grids_of(
             continue
         parts.append(f"<h3>{html.escape(name)}, {html.escape(settings.labels.network(network))}</h3>")
         parts += [
-            _pairs(report, mine, network, metric, order, settings, key=f"{network}-{value}")
+            _pairs(report, mine, network, metric, order, settings, key=f"{network}-{value}{key_end}")
             for metric in settings.grid.metric_list()
         ]
     return parts

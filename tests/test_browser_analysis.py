@@ -118,3 +118,26 @@ def test_a_store_from_before_the_browser_column_reads_firefox_and_has_no_browser
     both = load([path, make_store(tmp_path / "new.sqlite", _doh_slower, sites=6, configurations=CONFIGS,
                                   browsers=BROWSERS)])  # fmt: skip
     assert Counter(both.visits["browser"].astype(str)) == {"firefox": 18 + 18, "chromium": 18}
+
+
+def test_with_two_browser_lives_each_life_has_its_own_browsers_section_and_none_mixes_them(store, tmp_path):
+    reused = tmp_path / "reused.sqlite"
+    reused.write_bytes(store.read_bytes())
+    with closing(sqlite3.connect(reused)) as db, db:  # the same visits as if made by reused browsers, 100 ms faster
+        db.execute("UPDATE visits SET browser_session = 'reused warm-started', on_load_ms = on_load_ms - 100")
+    report = analyze([store, reused], tmp_path / "report")
+    names = {p.name for p in report.figures + report.tables}
+    for life in ("fresh", "reused warm-started"):
+        assert {f"browsers-{life}.csv", f"browsers-do53-{life}.png", f"grid-wired-chromium-{life}.png"} <= names
+        assert f"outcomes-strict-firefox-{life}.csv" in names
+        side = pd.read_csv(report.out / "tables" / f"browsers-{life}.csv")
+        doh = side[side["protocol"] == "DoH"].iloc[0]
+        assert doh["firefox visits"] == doh["chromium visits"] == 2 * SITES  # one life's visits, not both lives'
+        pairs = pd.read_csv(report.out / "tables" / f"pairs-wired-firefox-{life}.csv")
+        assert set(pairs["sites"]) == {SITES}  # each site once: its pairs in this life only
+    # Nothing per browser pools the two lives.
+    assert not {"browsers.csv", "grid-wired-firefox.png", "outcomes-strict-chromium.csv"} & names
+    fresh = pd.read_csv(report.out / "tables" / "pairs-wired-firefox-fresh.csv")
+    later = pd.read_csv(report.out / "tables" / "pairs-wired-firefox-reused warm-started.csv")
+    assert list(fresh["median_ms"]) == list(later["median_ms"])  # a constant shift leaves every paired difference
+    assert "<h2>Browsers, browser reused warm-started</h2>" in report.html.read_text()
