@@ -275,11 +275,10 @@ def dns_queries_in_flight(pid: int, uid: int, doh_servers: Iterable[tuple[str, i
             fields = line.split()  # sl local rem st tx_queue:rx_queue tr:when retrnsmt uid ...
             if len(fields) < 8 or int(fields[7]) != uid:
                 continue
-            address, port = _endpoint(fields[2])
             if table.startswith("udp"):
-                count += port == DNS_PORT
-            else:
-                count += (address, port) in wanted and int(fields[4].split(":")[0], 16) > 0
+                count += int(fields[2].rsplit(":", 1)[1], 16) == DNS_PORT
+            elif int(fields[4].split(":")[0], 16) > 0:  # unacknowledged bytes: only then is the address read
+                count += _endpoint(fields[2]) in wanted
     return count
 
 
