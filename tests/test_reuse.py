@@ -1003,27 +1003,44 @@ def test_a_dns_query_still_in_flight_ends_before_the_next_visit_counts(reused, l
     assert second.proof["off_arm"] == 0, second.proof
 
 
-def test_a_late_lookup_of_a_visit_ends_before_its_arm_stops(reused, lab, monkeypatch):
-    """A lookup the page makes as its visit ends is waited for while the visit's arm still serves it: the next
-    arm's start (a stub stopped, another name server) would cut it off and leave glibc to retry it 5 s later."""
-    visitor = reused()
+def query_late_then_end(visitor, lab, monkeypatch, rule: str, servers=(), lift_after_s: float = 0.0) -> list[int]:
+    """Make the visit's browser look up a name as its visit ends while the server side applies nftables ``rule``
+    (lifted ``lift_after_s`` later), then end the visit; the list gets the queries still in flight (UDP to port 53,
+    or held up to ``servers``) once `end_visit` returned."""
     end_visit = ReusedFirefoxSession.end_visit
     in_flight: list[int] = []
+    server_side = lab.namespaces["server"]
+
+    def lift() -> None:
+        netns.nft(server_side, ["delete", "table", "inet", "dnsstudy_test"])
 
     def look_up_late_then_end(session: ReusedFirefoxSession) -> None:
         browser, uid = session._browser_pid, visitor.browser.account.uid
         assert session._driver is not None and browser is not None  # alive
-        netns.nft(lab.namespaces["server"], ["-f", "-"], DROP_DNS)
+        netns.nft(server_side, ["-f", "-"], rule)
+        lifting = threading.Timer(lift_after_s, lift)
         try:
             with netns.entered(visitor.client.namespace):
                 FirefoxSession._in_chrome(session._driver, RESOLVE_LATER, "late.google.com")
-            wait_for(lambda: dns_queries_in_flight(browser, uid) > 0, 5, "the query in flight")
-        finally:  # answered by glibc's retry
-            netns.nft(lab.namespaces["server"], ["delete", "table", "inet", "dnsstudy_test"])
+            # The control: the query held up is seen in flight.
+            wait_for(lambda: dns_queries_in_flight(browser, uid, servers) > 0, 5, "the query in flight")
+        finally:
+            lifting.start()
+            if not lift_after_s:
+                lifting.join()
         end_visit(session)
-        in_flight.append(dns_queries_in_flight(browser, uid))
+        in_flight.append(dns_queries_in_flight(browser, uid, servers))
+        lifting.join()
 
     monkeypatch.setattr(ReusedFirefoxSession, "end_visit", look_up_late_then_end)
+    return in_flight
+
+
+def test_a_late_lookup_of_a_visit_ends_before_its_arm_stops(reused, lab, monkeypatch):
+    """A lookup the page makes as its visit ends is waited for while the visit's arm still serves it: the next
+    arm's start (a stub stopped, another name server) would cut it off and leave glibc to retry it 5 s later."""
+    visitor = reused()
+    in_flight = query_late_then_end(visitor, lab, monkeypatch, DROP_DNS)  # answered by glibc's retry
     visit = visitor.visit_once(PAGE, "do53", "near")
     assert visit.error_class == "Successful", visit.detail
     assert in_flight == [0] and visit.phases["dns_settle_after"] > 0.5, (in_flight, visit.phases)
@@ -1040,26 +1057,7 @@ def test_a_late_doh_query_of_a_visit_reaches_its_resolver_before_the_visit_ends(
         "table inet dnsstudy_test { chain input { type filter hook input priority -10; "
         f"ip daddr {server[0]} tcp dport {server[1]} drop; }}; }}"
     )
-    end_visit = ReusedFirefoxSession.end_visit
-    in_flight: list[int] = []
-
-    def query_late_then_end(session: ReusedFirefoxSession) -> None:
-        browser, uid = session._browser_pid, visitor.browser.account.uid
-        assert session._driver is not None and browser is not None  # alive
-        netns.nft(lab.namespaces["server"], ["-f", "-"], held)
-        lift = threading.Timer(0.5, netns.nft, (lab.namespaces["server"], ["delete", "table", "inet", "dnsstudy_test"]))
-        try:
-            with netns.entered(visitor.client.namespace):
-                FirefoxSession._in_chrome(session._driver, RESOLVE_LATER, "late.google.com")
-            # The control: the query held up is seen (its connection holds unacknowledged data).
-            wait_for(lambda: dns_queries_in_flight(browser, uid, [server]) > 0, 5, "the DoH query in flight")
-        finally:
-            lift.start()
-        end_visit(session)
-        in_flight.append(dns_queries_in_flight(browser, uid, [server]))
-        lift.join()
-
-    monkeypatch.setattr(ReusedFirefoxSession, "end_visit", query_late_then_end)
+    in_flight = query_late_then_end(visitor, lab, monkeypatch, held, [server], lift_after_s=0.5)
     visit = visitor.visit_once(PAGE, "doh", "near")
     assert visit.error_class == "Successful" and visit.proof["valid"], (visit.detail, visit.proof)
     assert in_flight == [0] and visit.phases["dns_settle_after"] > 0.2, (in_flight, visit.phases)
