@@ -44,6 +44,7 @@ from harness.replay.archive import (
     shared_addresses,
     write_site,
 )
+from harness.replay.compare import dns_differences
 from harness.replay.har_import import read_har
 from harness.replay.matching import ExchangeIndex, body_for, site_seed
 from tests.helpers import wait_for
@@ -213,6 +214,22 @@ def test_matching_exact_fuzzy_and_miss():
     assert fuzzy.exchange is exact.exchange and fuzzy.fuzzy and fuzzy.recorded_query == "v=1&k=2"
     assert index.match("img.cdn.test", "GET", "/b.png").exchange is None
     assert index.match("img.cdn.test", "POST", "/a.png?v=1&k=2").exchange is None
+
+
+def test_served_dns_may_count_ttls_down_for_as_long_as_a_cache_held_them():
+    recorded = {"a.test": DnsAnswer("a.test", a=["1.1.1.1"], a_ttl=3600, chain=[("cdn.test", 120)])}
+
+    def served(a_ttl: int, chain: list[tuple[str, int]]) -> dict[str, DnsAnswer]:
+        return {"a.test": DnsAnswer("a.test", a=["10.0.0.1"], a_ttl=a_ttl, chain=chain)}
+
+    assert dns_differences(recorded, served(3600, [("cdn.test", 120)])) == []
+    assert dns_differences(recorded, served(3599, [("cdn.test", 119)])) == []  # unbound counts whole seconds
+    assert dns_differences(recorded, served(3595, [("cdn.test", 116)]), held_s=4.2) == []
+    assert dns_differences(recorded, served(3594, [("cdn.test", 120)]), held_s=4.2) != []  # held longer than asked
+    assert dns_differences(recorded, served(3601, [("cdn.test", 120)]), held_s=60) != []  # no cache counts up
+    assert dns_differences(recorded, served(3600, [("cdn.test", 121)]), held_s=60) != []
+    assert dns_differences(recorded, served(3600, [("other.test", 120)])) != []
+    assert dns_differences(recorded, served(3600, [])) != []
 
 
 def test_determinism_script_seeded_per_site():

@@ -2,8 +2,9 @@
 
 The validation of docs/replay.md: per page, the same request count and
 hostnames, bytes within a tolerance (2 %), and DNS answers identical to the
-archive's: the same CNAME chains and TTLs, and the same grouping of
-hostnames by address (the addresses themselves are the lab's).
+archive's: the same CNAME chains and TTLs (as a cache counts them down), and
+the same grouping of hostnames by address (the addresses themselves are the
+lab's).
 """
 
 from __future__ import annotations
@@ -47,20 +48,38 @@ def page_differences(original: PageSummary, replayed: PageSummary, tolerance: fl
     return problems
 
 
-def dns_differences(recorded: dict[str, DnsAnswer], served: dict[str, DnsAnswer]) -> list[str]:
-    """Names whose served chain or TTLs differ from the recording, and address groups that do not match."""
+def dns_differences(recorded: dict[str, DnsAnswer], served: dict[str, DnsAnswer], held_s: float = 0.0) -> list[str]:
+    """Names whose served chain or TTLs differ from the recording, and address groups that do not match.
+
+    ``held_s``: how long the serving resolver may have held an answer in its cache. A replay lab's near
+    resolver reads its zone as an upstream and caches what it read, so its TTLs count down from the
+    recorded ones; a served TTL is the recorded one when it is no higher and no more than ``held_s`` plus one
+    second (unbound counts whole seconds) below it.
+    """
     problems = []
     for name, want in sorted(recorded.items()):
         got = served.get(name)
         if got is None:
             problems.append(f"{name}: not served")
-        elif (got.chain, got.a_ttl, len(got.a)) != (want.chain, want.a_ttl, len(want.a)):
+        elif not _same_answer(want, got, held_s):
             problems.append(
                 f"{name}: served {got.chain} {got.a} ttl {got.a_ttl}, recorded {want.chain} ttl {want.a_ttl}"
             )
     if _groups(recorded) != _groups(served):
         problems.append("hostnames are grouped by address differently")
     return problems
+
+
+def _same_answer(want: DnsAnswer, got: DnsAnswer, held_s: float) -> bool:
+    def counted_down(recorded: int, served: int) -> bool:
+        return recorded - (held_s + 1) <= served <= recorded
+
+    return (
+        len(got.a) == len(want.a)
+        and [n for n, _ in got.chain] == [n for n, _ in want.chain]
+        and counted_down(want.a_ttl, got.a_ttl)
+        and all(counted_down(w, g) for (_, w), (_, g) in zip(want.chain, got.chain, strict=True))
+    )
 
 
 def _groups(answers: dict[str, DnsAnswer]) -> set[frozenset[str]]:
