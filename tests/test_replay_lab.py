@@ -83,7 +83,7 @@ def test_replayed_dns_is_the_recorded_dns(replay_lab, recorded):
     asked = time.monotonic()  # nothing asks the lab's resolvers before this test: their caches start here
     served = {name: resolve(replay_lab.namespaces["client"], near, name) for name in recorded_dns}
     assert dns_differences(recorded_dns, served, held_s=time.monotonic() - asked) == []
-    assert any(d.chain == [(CNAMED, 120)] and d.a_ttl == 20 for d in served.values())
+    assert any([target for target, _ in d.chain] == [CNAMED] for d in served.values())  # TTLs checked above
     far = replay_lab.config.addresses.resolver(1)  # the recursive resolver asks the authoritative
     cnamed = next(n for n, d in recorded_dns.items() if d.chain)
     assert resolve(replay_lab.namespaces["client"], far, cnamed).chain[0][0] == CNAMED
