@@ -305,7 +305,8 @@ def _timer_groups(timings: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.
 def write_table(frame: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
     """The table as Markdown, CSV and LaTeX (stem.md, stem.csv, stem.tex)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".tex")]
+    # Appended, not with_suffix: a stem may hold a dot (a life "fresh settled 2.5 s"), which is no suffix.
+    paths = [stem.parent / f"{stem.name}{ext}" for ext in (".md", ".csv", ".tex")]
     paths[0].write_text(f"{caption}\n\n{frame.to_markdown(index=False)}\n")
     frame.to_csv(paths[1], index=False)
     # p-values keep two significant digits (0.0004, not 0.00); other numbers two decimals

@@ -23,7 +23,13 @@ from analysis.report import analyze
 from analysis.results import OPTIONAL_VISIT_COLUMNS, VISIT_COLUMNS, ResultsError, load
 from analysis.settings import DEFAULT_PROFILE, load_settings
 from analysis.stats import DAGGER, PairStatistics, compare, median_interval, verdict_text
-from analysis.tables import outcome_table, success_differences, timer_failure_details, timer_failures
+from analysis.tables import (
+    outcome_table,
+    success_differences,
+    timer_failure_details,
+    timer_failures,
+    write_table,
+)
 from harness.store import Store
 from tests.synthetic import make_store, ok, without_paint_columns
 
@@ -581,3 +587,11 @@ def test_a_configuration_whose_page_could_use_http3_is_never_paired_with_one_who
     with closing(sqlite3.connect(store)) as db, db:
         db.execute("UPDATE visits SET page_http3 = 'on' WHERE resolver = ?", (B[0],))
     assert cell(grid(load(store).visits, "wired", SETTINGS), B, A).statistics.pairs == 0
+
+
+def test_a_table_s_name_keeps_a_dot_of_its_life(tmp_path):
+    frame = pd.DataFrame({"a": [1]})
+    lives = ["fresh settled 2.5 s", "fresh settled 2.7 s"]
+    written = [write_table(frame, tmp_path / f"browsers-{life}", "caption") for life in lives]
+    assert [p.name for p in written[0]] == [f"browsers-{lives[0]}{ext}" for ext in (".md", ".csv", ".tex")]
+    assert len({p for paths in written for p in paths}) == 6 == len(list(tmp_path.iterdir()))  # none overwritten

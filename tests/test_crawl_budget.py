@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from benchmarks.crawl_budget import read_blocks, report
 from harness.store import Store
 
 
-def _visit(db, ordinal: int, block: int, network: str, started: str, on_load_ms: float, wall_s: float, phases: dict):
+def _visit(
+    db, ordinal: int, block: int, network: str, started: str, on_load_ms: float, wall_s: float, phases: dict, study="s"
+):
     db.execute(
         "INSERT INTO visits (ordinal, study_id, round, block, network, rank, site, site_group, resolver, protocol, "
-        "status, started_at, on_load_ms, record) VALUES (?, 's', 0, ?, ?, 1, 'a.example', 'top', 'near', 'do53', "
+        "status, started_at, on_load_ms, record) VALUES (?, ?, 0, ?, ?, 1, 'a.example', 'top', 'near', 'do53', "
         "'done', ?, ?, ?)",
-        (ordinal, block, network, started, on_load_ms, json.dumps({"wall_s": wall_s, "phases": phases})),
+        (ordinal, study, block, network, started, on_load_ms, json.dumps({"wall_s": wall_s, "phases": phases})),
     )
 
 
@@ -43,5 +47,25 @@ def test_a_crawl_s_time_is_split_into_page_loads_starts_harness_link_and_timer(t
     assert (first.on_load, first.start_s, round(first.other_s, 6)) == (5.0, 1.6, 0.9)
     assert first.link_s is None and first.timer_s == 7.0
     assert second.link_s == 5.0 and second.timer_s == 1.0  # the first block's timer ended at +15 s, this began at +20
+    # the timer began 8 s and 3 s after the blocks' first visits, whose walls were 7.5 and 2.6 s
+    assert (round(first.between_s, 6), round(second.between_s, 6)) == (0.5, 0.4)
     lines = report([first, second], analysis_s=30)
     assert lines[-1].startswith("floor, no harness time at all (onLoads, link checks, timers, analysis): 0.81 min")
+    per_visit = "harness time per visit, starts and between visits included: 1.833 s"  # (3.2 + 1.4 + 0.9) s / 3
+    assert lines[-1].endswith(per_visit)
+
+
+def test_a_store_of_two_crawls_is_read_one_crawl_at_a_time(tmp_path):
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    store.add_study("s", "test", 1, {})
+    store.add_study("t", "test", 1, {})
+    store.close()
+    db = sqlite3.connect(path)
+    _visit(db, 0, 0, "wired", "2026-11-29T10:00:00.000+00:00", 500, 1.0, {})
+    _visit(db, 0, 0, "3g", "2026-11-29T10:00:00.000+00:00", 3000, 4.0, {}, study="t")
+    db.commit()
+    db.close()
+    with pytest.raises(SystemExit, match=r"name one crawl with --study and --place \(it holds s@here, t@here\)"):
+        read_blocks(str(path))
+    assert [b.network for b in read_blocks(str(path), study="t")] == ["3g"]

@@ -19,7 +19,7 @@ from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_ticks
 from harness.browser.firefox import Firefox
-from harness.browser.reused import _endpoint, dns_queries_in_flight
+from harness.browser.reused import _carries_a_query, _endpoint, dns_queries_in_flight
 from harness.errors import HarnessError
 from harness.visit import Visitor, _Observed
 
@@ -207,8 +207,23 @@ def test_sockets_are_read_from_proc_in_either_family():
         assert dns_queries_in_flight(os.getpid(), os.getuid() + 1) == 0
 
 
+def test_only_an_established_doh_connection_holding_unacknowledged_data_carries_a_query():
+    word = "010200C0" if sys.byteorder == "little" else "C0000201"  # 192.0.2.1 in host byte order
+    server = {("192.0.2.1", 443)}
+
+    def tcp(state: str, tx_queue: int, uid: int = 1000, port: str = "01BB") -> list[str]:
+        return ["0:", "0100007F:D431", f"{word}:{port}", state, f"{tx_queue:08X}:00000000", "00:0", "0", str(uid)]
+
+    assert _carries_a_query(tcp("01", 37), "tcp", 1000, server)  # a query sent, not acknowledged yet
+    assert not _carries_a_query(tcp("01", 0), "tcp", 1000, server)  # answered or idle
+    assert not _carries_a_query(tcp("02", 1), "tcp", 1000, server)  # SYN_SENT: its SYN counts as one byte
+    assert not _carries_a_query(tcp("04", 1), "tcp", 1000, server)  # FIN_WAIT1: its FIN
+    assert not _carries_a_query(tcp("01", 37, uid=1001), "tcp", 1000, server)
+    assert not _carries_a_query(tcp("01", 37, port="0050"), "tcp", 1000, server)
+
+
 def test_a_doh_server_is_where_the_browser_s_own_client_sends_over_tcp():
     assert BrowserDns("doh", "https://dns.example/dns-query", "192.0.2.1").doh_server() == ("192.0.2.1", 443)
-    assert BrowserDns("doh", "https://dns.example:8443/q", "2001:db8::1").doh_server() == ("2001:db8::1", 8443)
+    assert BrowserDns("doh", "https://dns.example:8443/q", "2001:0db8::1").doh_server() == ("2001:db8::1", 8443)
     assert BrowserDns("doh", "https://dns.example/q", "192.0.2.1", http3=True).doh_server() is None
     assert BrowserDns().doh_server() is None

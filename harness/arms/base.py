@@ -8,6 +8,7 @@ through the system resolver, a local stub, the browser's own resolver,
 
 from __future__ import annotations
 
+import ipaddress
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ class BrowserDns:
         resolver, or DoH over HTTP/3, whose queries travel in datagrams of a long-lived QUIC connection)."""
         if self.resolver != "doh" or self.http3 or self.bootstrap is None or self.uri is None:
             return None
-        return self.bootstrap, urlsplit(self.uri).port or 443
+        return str(ipaddress.ip_address(self.bootstrap)), urlsplit(self.uri).port or 443  # as /proc's, canonical
 
 
 class DnsArm(ABC):

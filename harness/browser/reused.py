@@ -34,6 +34,7 @@ from harness.browser.webdriver_session import WebDriverSession, first_line
 #: to port 53 in a stub arm's visit). Past this the visit goes on, and its proof judges what it saw.
 DNS_SETTLE_S = 11.0
 DNS_PORT = 53
+TCP_ESTABLISHED = "01"  # the state column of /proc/net/tcp[6] (include/net/tcp_states.h)
 
 #: How long a visit waits, before its counters start, for what its browser makes ready in the background
 #: (`_await_ready`): Firefox's pool of content processes was full 0-0.1 s after its warm-up, and at later visits
@@ -271,15 +272,21 @@ def dns_queries_in_flight(pid: int, uid: int, doh_servers: Iterable[tuple[str, i
             lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
         except OSError:
             continue
-        for line in lines:
-            fields = line.split()  # sl local rem st tx_queue:rx_queue tr:when retrnsmt uid ...
-            if len(fields) < 8 or int(fields[7]) != uid:
-                continue
-            if table.startswith("udp"):
-                count += int(fields[2].rsplit(":", 1)[1], 16) == DNS_PORT
-            elif int(fields[4].split(":")[0], 16) > 0:  # unacknowledged bytes: only then is the address read
-                count += _endpoint(fields[2]) in wanted
+        count += sum(_carries_a_query(line.split(), table, uid, wanted) for line in lines)
     return count
+
+
+def _carries_a_query(fields: list[str], table: str, uid: int, doh_servers: set[tuple[str, int]]) -> bool:
+    """Whether a socket of a /proc/net table (``fields``: sl local rem st tx_queue:rx_queue tr:when retrnsmt
+    uid ...) is one of ``uid``'s DNS queries in flight (`dns_queries_in_flight`). Only an established TCP
+    connection carries a query: one still connecting (a SYN unacknowledged, say on a path a fault drops) or
+    closing (its FIN) holds none, and waiting for it would run the wait out each visit."""
+    if len(fields) < 8 or int(fields[7]) != uid:
+        return False
+    if table.startswith("udp"):
+        return int(fields[2].rsplit(":", 1)[1], 16) == DNS_PORT
+    unacknowledged = int(fields[4].split(":")[0], 16) > 0
+    return fields[3] == TCP_ESTABLISHED and unacknowledged and _endpoint(fields[2]) in doh_servers
 
 
 def _endpoint(field: str) -> tuple[str, int]:
