@@ -23,7 +23,7 @@ from harness.distributed.broker import BROKER_DIR, RedisService
 from harness.distributed.worker import halt_key
 from harness.errors import HarnessError
 from tests.conftest import TEST_PREFIX, TEST_SUBNET
-from tests.helpers import DNSSTUDY, ROOT, hars_on_disk, live_processes_mentioning, study_file
+from tests.helpers import DNSSTUDY, ROOT, hars_on_disk, live_processes_mentioning, study_file, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -392,7 +392,8 @@ def test_a_foreground_broker_publishes_its_url_while_it_answers(tmp_path):
         store = tmp_path / "fg.sqlite"
         # The coordinator reaches the broker through the file: it plans, then waits for a worker (none runs).
         coordinator = subprocess.Popen([*DNSSTUDY, "coordinate", str(path), "--store", str(store)], cwd=ROOT, env=env)
-        time.sleep(8)
+        # its signal handlers are in place once it records itself as the study's crawler (harness/study_run.py)
+        wait_for(lambda: coordinator.poll() is not None or _crawler_pid(store) == coordinator.pid, 60, "the crawler")
         assert coordinator.poll() is None and store.exists()
         coordinator.send_signal(signal.SIGTERM)
         assert coordinator.wait(timeout=60) == 3  # stopped
@@ -465,3 +466,17 @@ def test_the_one_host_block_of_distributed_md_runs_as_written(tmp_path, private_
     rows = db.execute("SELECT vantage_point, COUNT(*), SUM(status = 'done') FROM visits GROUP BY 1").fetchall()
     db.close()
     assert rows == [("lab-a", 2, 2), ("lab-b", 2, 2)], out
+
+
+def _crawler_pid(store: Path) -> int | None:
+    """The pid the store records as its study's running crawler, if any yet."""
+    if not store.exists():
+        return None
+    db = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT pid FROM crawler").fetchone()
+    except sqlite3.OperationalError:  # no crawler table yet
+        return None
+    finally:
+        db.close()
+    return row[0] if row else None

@@ -137,7 +137,9 @@ def test_resolvers_cache_within_the_recorded_ttls(private_lab, tmp_path):
     second = asked()
     time.sleep(TTL_S + 1)
     third = asked()
-    assert first >= len(hosts) and second < first and third == first, (first, second, third)
+    # every name asked again once its TTL ran out (not third == first: unbound may resend a query to a slow
+    # authoritative, and the authoritative counts it twice)
+    assert first >= len(hosts) and second < first and third >= len(hosts), (first, second, third)
 
 
 def _authoritative_a_queries(the_lab) -> int:

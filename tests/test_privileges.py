@@ -28,6 +28,7 @@ from harness.shaping.link_profile import load_link_profile
 from harness.shaping.shaper import Shaper
 from harness.timer import TimerSettings, start_timer
 from harness.visit import Visitor
+from tests.helpers import wait_for
 
 CAP_BITS = {"net_bind_service": 10, "net_admin": 12}
 
@@ -100,7 +101,8 @@ def test_stub_timer_delayer_and_capture_run_unprivileged(lab, tmp_path):
 
     proc = start_timer(client, "dot", lab.resolver("near"), TimerSettings(), duration_s=5)
     try:
-        time.sleep(0.3)
+        # the timer's command drops root as it execs (the same pid): waited for, as the uid shows it
+        wait_for(lambda: credentials(proc.pid)["uid"] == account.uid, 10, "the timer to run as its account")
         assert_confined(proc.pid, account)
     finally:
         proc.communicate("www.lab.test\n", timeout=20)

@@ -312,7 +312,8 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
     # starts for about 0.45 s after the tab is made, and a page navigated then loaded 1.5x slower).
     for result in results:
         ready = result.browser_ready
-        assert ready is not None and 0 <= ready["waited_s"] <= READY_LIMIT_S and "ready" in result.phases, ready
+        # the last poll may end past the limit by a step and a read of /proc
+        assert ready is not None and 0 <= ready["waited_s"] <= READY_LIMIT_S + 0.5 and "ready" in result.phases, ready
         if browser == "firefox":
             assert 1 <= ready["wanted"] <= ready["content_processes"], ready
         else:
@@ -887,7 +888,7 @@ def test_a_failed_start_is_retried_inside_the_visit_and_a_fresh_browser_settles(
     result = reused(session="fresh", settle_s=1.0).visit_once(PAGE, "do53", "near")
     assert result.error_class == "Successful" and result.proof["valid"], result.detail
     assert result.browser_start_retries == ["start: ConnectionResetError: the BiDi socket was lost (the test)"]
-    assert result.browser_session == "fresh settled 1 s" and 1.0 <= result.browser_settle_s < 1.5
+    assert result.browser_session == "fresh settled 1 s" and 1.0 <= result.browser_settle_s < 2.0  # not twice
     assert result.phases["settle"] >= 1.0 and len(calls) == 2
 
 
