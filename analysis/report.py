@@ -75,7 +75,7 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
 
         if not visits.empty:
             sections.append(_protocols(report, results, settings))
-            sections.append(_outcomes(report, visits, settings))
+            sections.append(_outcomes(report, visits, settings, heading=_outcomes_heading(visits)))
             sections += _apart(report, results, networks, settings)
             h3, written = https_report.section_of(visits, settings, out)  # none where no visit observed it
             report.tables += written
@@ -90,6 +90,13 @@ def analyze(stores: list[Path], out: Path, profile: Path = DEFAULT_PROFILE, byte
         report.figures = drawn.paths
     report.seconds = time.monotonic() - started
     return report
+
+
+def _outcomes_heading(visits: pd.DataFrame) -> str:
+    """The heading of the success tables of every visit: they pool the browser lives and connections, if several."""
+    if len(tables.session_modes(visits)) > 1:
+        return "Success and errors, every browser life and resolver connection together (each one's apart below)"
+    return "Success and errors"
 
 
 def _network(report: Report, results: Results, network: str, settings: AnalysisSettings) -> str:
@@ -206,6 +213,12 @@ def _session_modes(report: Report, results: Results, networks: list[str], settin
     lives = sorted(visits["browser_session"].astype(str).unique())
     for life in lives if len(lives) > 1 else []:
         parts += _grids_of(report, results, "browser_session", life, f"browser {life}", networks, settings)
+    # The success tables above the sections pool the modes; each mode's own follow (their success differences
+    # compare protocols within one mode).
+    mode_of = visits["browser_session"].astype(str) + " " + visits["resolver_connection"].astype(str)
+    for mode in tables.session_modes(visits):
+        heading = f"Success and errors, browser {mode} connection"
+        parts.append(_outcomes(report, visits[mode_of == mode], settings, suffix=f"-{mode}", heading=heading))
     return "\n".join(parts)
 
 

@@ -526,6 +526,16 @@ def test_two_browser_lives_are_never_in_one_grid_and_the_environment_names_them(
     assert "page_http3" not in text  # the column's name is not what the report says
     table = pd.read_csv(tmp_path / "out/tables/session-modes.csv")
     assert {"fresh cold visits", "reused warm-started cold visits"} <= set(table.columns)
+    # Each mode's success tables hold its own visits; the tables of every visit say that they pool the two.
+    pooled = pd.read_csv(tmp_path / "out/tables/outcomes-strict.csv")
+    for mode in ("fresh cold", "reused warm-started cold"):
+        own = pd.read_csv(tmp_path / f"out/tables/outcomes-strict-{mode}.csv")
+        assert list(own["visits"] * 2) == list(pooled["visits"]) and own.drop(columns="visits").equals(
+            pooled.drop(columns="visits")
+        )  # the two stores hold the same outcomes, as many each
+        assert (tmp_path / f"out/tables/success-differences-{mode}.csv").exists()
+        assert f"<h2>Success and errors, browser {mode} connection</h2>" in text
+    assert "<h2>Success and errors, every browser life and resolver connection together" in text
 
 
 def test_a_reused_browser_s_first_visit_is_a_life_of_its_own_and_a_fresh_one_s_is_not(tmp_path):
