@@ -134,14 +134,20 @@ def _apart(report: Report, results: Results, networks: list[str], settings: Anal
 
 
 def _vantage_points(report: Report, results: Results, networks: list[str], settings: AnalysisSettings) -> str:
-    """Configurations compared across vantage points: success and median onLoad side by side, then each
-    vantage point's own grids (the grids above pool every vantage point's pairs, each pair within one)."""
-    frame = tables.side_by_side_table(results.visits, "vantage_point", settings)
+    """Configurations compared across vantage points: success and median onLoad side by side (each browser life
+    in rows of its own), then each vantage point's own grids (the grids above pool every vantage point's pairs,
+    each pair within one); with several browser lives, a vantage point's grids per life."""
+    visits = results.visits
+    frame = tables.side_by_side_table(visits, "vantage_point", settings)
     caption = "Per vantage point: counted visits, success % and median onLoad of Successful visits"
     report.tables += tables.write_table(frame, report.out / "tables" / "vantage-points", caption)
     parts = ["<h2>Vantage points</h2>", f"<h3>{html.escape(caption)}</h3>", frame.to_html(index=False)]
-    for place in sorted(results.visits["vantage_point"].astype(str).unique()):
-        parts += _grids_of(report, results, "vantage_point", place, place, networks, settings)
+    lives = sorted(visits["browser_session"].astype(str).unique())
+    for life in lives if len(lives) > 1 else [None]:
+        mine = replace(results, visits=visits[visits["browser_session"].astype(str) == life]) if life else results
+        tag, of = (f"-{life}", f", browser {life}") if life else ("", "")
+        for place in sorted(mine.visits["vantage_point"].astype(str).unique()):
+            parts += _grids_of(report, mine, "vantage_point", place, place + of, networks, settings, key_end=tag)
     return "\n".join(parts)
 
 

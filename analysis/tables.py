@@ -70,31 +70,41 @@ def vantage_point_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.
 
 def side_by_side_table(visits: pd.DataFrame, column: str, settings: AnalysisSettings) -> pd.DataFrame:
     """Per network and configuration, for each value of ``column`` (a vantage point, a browser): counted visits,
-    success % and median onLoad (ms)."""
+    success % and median onLoad (ms). Visits of several browser lives are never pooled: each life has its rows,
+    named in a "browser life" column."""
     labels = settings.labels
     places = sorted(visits[column].astype(str).unique())
+    lives = sorted(visits["browser_session"].astype(str).unique())
     rows = []
     for network in _networks(visits):
         sub = visits[(visits["network"] == network) & visits["counted"].fillna(False).astype(bool)]
         for resolver, protocol in configurations(visits):
-            row: dict[str, object] = {
-                "network": labels.network(network),
-                "resolver": labels.resolver(resolver),
-                "protocol": labels.protocol(protocol),
-            }
             mine = sub[(sub["resolver"] == resolver) & (sub["protocol"] == protocol)]
-            if mine.empty:
-                continue
-            for place in places:
-                here = mine[mine[column].astype(str) == place]
-                ok = here[here["error_class"] == "Successful"]
-                row[f"{place} visits"] = len(here)
-                row[f"{place} success %"] = round(_pct(len(ok), len(here)), 2) if len(here) else float("nan")
-                row[f"{place} median onLoad ms"] = (
-                    round(float(ok["on_load_ms"].median()), 1) if len(ok) else float("nan")
-                )
-            rows.append(row)
+            for life in lives:
+                here = mine[mine["browser_session"].astype(str) == life]
+                if here.empty:
+                    continue
+                row: dict[str, object] = {
+                    "network": labels.network(network),
+                    "resolver": labels.resolver(resolver),
+                    "protocol": labels.protocol(protocol),
+                }
+                if len(lives) > 1:
+                    row["browser life"] = life
+                rows.append(row | _side_by_side_cells(here, column, places))
     return pd.DataFrame(rows)
+
+
+def _side_by_side_cells(visits: pd.DataFrame, column: str, places: list[str]) -> dict[str, object]:
+    """For each of ``places`` (values of ``column``): counted visits, success % and median onLoad (ms)."""
+    row: dict[str, object] = {}
+    for place in places:
+        here = visits[visits[column].astype(str) == place]
+        ok = here[here["error_class"] == "Successful"]
+        row[f"{place} visits"] = len(here)
+        row[f"{place} success %"] = round(_pct(len(ok), len(here)), 2) if len(here) else float("nan")
+        row[f"{place} median onLoad ms"] = round(float(ok["on_load_ms"].median()), 1) if len(ok) else float("nan")
+    return row
 
 
 def counted_list(counts: pd.Series) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from analysis.pairs import load_time_table
@@ -158,6 +160,31 @@ def test_the_analysis_compares_configurations_per_vantage_point(tmp_path):
     names = {Path(p).name for p in report.figures + report.tables}
     assert {"grid-wired-a.png", "grid-wired-b.png", "vantage-points.csv"} <= names
     assert "Vantage points" in report.html.read_text()
+
+
+def test_with_two_browser_lives_the_vantage_points_table_and_grids_keep_each_life_apart(tmp_path):
+    fresh = make_store(tmp_path / "fresh.sqlite", _slow_b, sites=12, configurations=CONFIGS,
+                       vantage_points={"a": 0.0, "b": 500.0})  # fmt: skip
+    reused = tmp_path / "reused.sqlite"
+    reused.write_bytes(fresh.read_bytes())
+    with closing(sqlite3.connect(reused)) as db, db:  # the same visits as if by reused browsers, 300 ms faster
+        db.execute("UPDATE visits SET browser_session = 'reused warm-started', on_load_ms = on_load_ms - 300")
+    visits = load([fresh, reused]).visits
+    table = vantage_point_table(visits, load_settings())
+    assert Counter(table["browser life"]) == {"fresh": 2, "reused warm-started": 2}
+    assert list(table["a visits"]) == [12] * 4  # one life's visits in a row, not both lives'
+    by_life = table.set_index(["protocol", "browser life"])
+    gap = by_life["a median onLoad ms"].xs("fresh", level=1) - by_life["a median onLoad ms"].xs(
+        "reused warm-started", level=1
+    )
+    assert list(gap) == [300.0, 300.0]
+    report = analyze([fresh, reused], tmp_path / "report")
+    names = {Path(p).name for p in report.figures + report.tables}
+    for life in ("fresh", "reused warm-started"):
+        assert {f"grid-wired-a-{life}.png", f"pairs-wired-b-{life}.csv"} <= names
+        pairs = pd.read_csv(report.out / "tables" / f"pairs-wired-a-{life}.csv")
+        assert set(pairs["sites"]) == {12}  # each site once: its pairs in this life only
+    assert not {"grid-wired-a.png", "pairs-wired-b.csv"} & names  # no vantage point's grid pools the lives
 
 
 def test_a_single_host_report_has_no_vantage_point_section(tmp_path):
