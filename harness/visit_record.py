@@ -53,7 +53,8 @@ class VisitResult:
     browser_start_retries: list[str] = field(default_factory=list)  # failed starts retried within the visit
     browser_warmup: dict | None = None  # the warm-up its reused browser's start ran (the browser's first visit)
     # What the reused browser had ready before the navigation, and how long the visit waited for it (Firefox: its
-    # preallocated content processes, harness/browser/reused.py `READY_LIMIT_S`); None for a fresh browser.
+    # preallocated content processes, harness/browser/reused.py `READY_LIMIT_S`), and the DNS queries still in flight
+    # when its waits for them ended (`dns_in_flight_before`, `dns_in_flight_after`: 0, settled); None when fresh.
     browser_ready: dict | None = None
     resolver_connection: str = "cold"  # the connection to the resolver was opened by the visit, or before it
     warm_up: str | None = None  # the warm-up query's failure, if it failed

@@ -30,6 +30,7 @@ from harness import netns
 from harness.arms.base import DnsArm
 from harness.arms.evidence import client_counters, reset_client_counters, resolver_counters
 from harness.browser import webdriver_session as session_module  # where the BiDi event log is made
+from harness.browser import reused as reused_module  # its DNS_SETTLE_S, shortened
 from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.chromium_reused import IDLE_STEP_S, IDLE_STEPS
@@ -314,6 +315,7 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
         ready = result.browser_ready
         # the last poll may end past the limit by a step and a read of /proc
         assert ready is not None and 0 <= ready["waited_s"] <= READY_LIMIT_S + 0.5 and "ready" in result.phases, ready
+        assert ready["dns_in_flight_before"] == ready["dns_in_flight_after"] == 0, ready  # every wait settled
         if browser == "firefox":
             assert 1 <= ready["wanted"] <= ready["content_processes"], ready
         else:
@@ -1062,6 +1064,25 @@ def test_a_late_doh_query_of_a_visit_reaches_its_resolver_before_the_visit_ends(
     visit = visitor.visit_once(PAGE, "doh", "near")
     assert visit.error_class == "Successful" and visit.proof["valid"], (visit.detail, visit.proof)
     assert in_flight == [0] and visit.phases["dns_settle_after"] > 0.2, (in_flight, visit.phases)
+    assert visit.browser_ready is not None and visit.browser_ready["dns_in_flight_after"] == 0, visit.browser_ready
+
+
+def test_a_query_still_in_flight_when_the_wait_runs_out_is_in_the_record(reused, lab, monkeypatch):
+    """The wait for a visit's late queries is bounded (`DNS_SETTLE_S`, 1 s here): a DoH query held up for longer
+    leaves the wait with the query still in flight, and the visit's record says so."""
+    visitor = reused()
+    monkeypatch.setattr(reused_module, "DNS_SETTLE_S", 1.0)
+    server = visitor.arm("doh", "near").browser_dns().doh_server()
+    assert server is not None
+    held = (
+        "table inet dnsstudy_test { chain input { type filter hook input priority -10; "
+        f"ip daddr {server[0]} tcp dport {server[1]} drop; }}; }}"
+    )
+    in_flight = query_late_then_end(visitor, lab, monkeypatch, held, [server], lift_after_s=3.0)
+    visit = visitor.visit_once(PAGE, "doh", "near")
+    assert in_flight and in_flight[0] >= 1, in_flight  # the control: the wait ended with the query held up
+    assert visit.browser_ready is not None and visit.browser_ready["dns_in_flight_after"] >= 1, visit.browser_ready
+    assert 1.0 <= visit.phases["dns_settle_after"] < 2.5, visit.phases
 
 
 def test_a_sabotaged_stub_inside_a_reused_browser_fails_as_in_a_fresh_one(reused, lab):

@@ -153,7 +153,7 @@ class ReusedSession(WebDriverSession):
             self.report.driver_failure = self.report.driver_failure or "reuse: the browser is not running"
             return
         t = time.monotonic()
-        self._await_dns_settled()
+        unsettled = self._await_dns_settled()
         self._doh_server = doh_server
         self.report.phases["dns_settle"] = time.monotonic() - t
         self._watchdog = self._start_watchdog()
@@ -166,15 +166,20 @@ class ReusedSession(WebDriverSession):
             self.report.driver_failure = f"reuse: {type(exc).__name__}: {first_line(exc)}"
             self.kill()
         self.report.phases["clear"] = time.monotonic() - t - self.report.phases.get("ready", 0.0)
+        self.report.ready = {**(self.report.ready or {}), "dns_in_flight_before": unsettled}
 
-    def _await_dns_settled(self) -> None:
+    def _await_dns_settled(self) -> int:
         """Wait (at most `DNS_SETTLE_S`) until the browser has no DNS query in flight (`dns_queries_in_flight`),
-        to the system's name server or to the visit's DoH server."""
+        to the system's name server or to the visit's DoH server; the queries still in flight when the wait
+        ended (0: it settled), which the record keeps (`browser_ready`)."""
         assert self._browser_pid is not None  # alive
         servers = (self._doh_server,) if self._doh_server else ()
         deadline = time.monotonic() + DNS_SETTLE_S
-        while dns_queries_in_flight(self._browser_pid, self.account.uid, servers) and time.monotonic() < deadline:
+        while (left := dns_queries_in_flight(self._browser_pid, self.account.uid, servers)) and (
+            time.monotonic() < deadline
+        ):
             time.sleep(0.05)
+        return left
 
     def _ready_tab(self) -> None:
         """What the browser makes ready for a navigation awaited, a new user context and tab opened, and what the
@@ -228,8 +233,9 @@ class ReusedSession(WebDriverSession):
             # The page's late lookups end while the visit's arm still serves them: the next arm's start stops
             # a stub or changes the name server, and a query it cuts off waits 5 s for glibc's retry.
             t = time.monotonic()
-            self._await_dns_settled()
+            unsettled = self._await_dns_settled()
             self.report.phases["dns_settle_after"] = time.monotonic() - t
+            self.report.ready = {**(self.report.ready or {}), "dns_in_flight_after": unsettled}
 
     def _end_watchdog(self) -> None:
         """Cancel the watchdog and wait for it, in case it fired already: its kill ends before the next visit."""
