@@ -28,6 +28,7 @@ from selenium.common.exceptions import WebDriverException
 
 from harness import netns
 from harness.arms.base import DnsArm
+from harness.arms import evidence
 from harness.arms.evidence import client_counters, reset_client_counters, resolver_counters
 from harness.browser import webdriver_session as session_module  # where the BiDi event log is made
 from harness.browser import reused as reused_module  # its DNS_SETTLE_S, shortened
@@ -875,6 +876,35 @@ def test_the_warm_up_page_reaches_neither_the_resolver_nor_the_visit_s_counters(
         assert resolver_counters(control)["do53_udp"] > after["do53_udp"]
         assert sum(client_counters(visitor.client.namespace).values()) > 0
         assert not [url for url in requested(load) if "127.0.0.1" in url]  # none of the warm-up's requests
+
+
+def test_the_counting_table_is_zeroed_in_place_and_made_anew_when_gone_or_for_another_resolver(reused):
+    """A visit whose counting table would be the one loaded before only zeroes its counters; a table deleted, or
+    one for another resolver, is made anew."""
+    visitor = reused()
+    namespace, resolver = visitor.client.namespace, visitor.arm("do53", "near").resolver
+
+    def rules() -> str:  # the table without its counters' values
+        return re.sub(r"packets \d+ bytes \d+", "", netns.nft(namespace, ["list", "table", "inet", evidence.TABLE]))
+
+    def send_to(address: str) -> None:  # one datagram to port 53, sent as the browser would
+        with netns.entered(namespace), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"\0" * 12, (address, 53))
+
+    reset_client_counters(namespace, resolver)
+    loaded = rules()
+    send_to(resolver.address)
+    assert client_counters(namespace)["do53_resolver"] == 1  # the control: the datagram is counted
+    reset_client_counters(namespace, resolver)
+    assert not any(client_counters(namespace).values()) and rules() == loaded  # zeroed, the same rules
+    netns.nft(namespace, ["delete", "table", "inet", evidence.TABLE])
+    reset_client_counters(namespace, resolver)
+    assert rules() == loaded  # made anew
+    other = dataclasses.replace(resolver, address="198.18.9.9")
+    reset_client_counters(namespace, other)
+    assert "198.18.9.9" in rules() and resolver.address not in rules()
+    send_to(resolver.address)
+    assert client_counters(namespace)["do53_resolver"] == 0 and client_counters(namespace)["do53_other"] == 1
 
 
 def test_a_failed_start_is_retried_inside_the_visit_and_a_fresh_browser_settles(reused, monkeypatch):

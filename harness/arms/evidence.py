@@ -139,12 +139,32 @@ def _protocol_rules(p: Protocol, resolver: str, port: int) -> list[str]:
     return rules
 
 
+#: The counting table this process last loaded in each namespace (its script): a visit whose table would be the
+#: same only zeroes its counters (5 ms against 16 ms for a new table, 2026-11-29). Only the process that runs a
+#: place's visits loads its table (a crawl holds the place's lock); a table gone (the lab made again) is loaded anew.
+_LOADED: dict[str, str] = {}
+
+
 def reset_client_counters(namespace: str, resolver: Resolver) -> None:
-    """(Re)create the counting table in the client namespace, all counters at zero.
+    """Zero the counting table in the client namespace, (re)created unless it is the one this process loaded.
 
     Traffic to and from the resolver is counted on the ports it serves each protocol on; traffic to
     other servers on the protocols' standard ports.
     """
+    script = _counting_table(resolver)
+    if _LOADED.get(namespace) == script:
+        try:
+            nft(namespace, ["reset", "counters", "table", "inet", TABLE])
+            return
+        except HarnessError:  # the table is gone: made anew below
+            pass
+    _LOADED.pop(namespace, None)
+    nft(namespace, ["-f", "-"], script)
+    _LOADED[namespace] = script
+
+
+def _counting_table(resolver: Resolver) -> str:
+    """The nft script that makes the counting table anew for ``resolver``, its counters at zero."""
     address = str(ipaddress.IPv4Address(resolver.address))  # validated: it goes into an nft script
     out = [f"ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport {DO53.port} counter name {STUB_COUNTER}"]
     out += [rule for p in protocols() for rule in _protocol_rules(p, address, resolver.port(p))]
@@ -152,7 +172,7 @@ def reset_client_counters(namespace: str, resolver: Resolver) -> None:
     into = [f"ip saddr != 127.0.0.0/8 icmp type destination-unreachable counter name {ICMP_COUNTER}"]
     into += [rule for p in protocols() for rule in _reply_rules(p, address, resolver.port(p))]
     counters = "".join(f"  counter {name} {{ }}\n" for name in client_counter_names())
-    script = f"""
+    return f"""
 table inet {TABLE}
 delete table inet {TABLE}
 table inet {TABLE} {{
@@ -164,7 +184,6 @@ table inet {TABLE} {{
 {_lines(into)}  }}
 }}
 """
-    nft(namespace, ["-f", "-"], script)
 
 
 def _lines(rules: list[str]) -> str:

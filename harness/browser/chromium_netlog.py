@@ -7,6 +7,7 @@ it closed the log leaves the last event line unterminated; the complete lines be
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -149,6 +150,19 @@ def _feature(command_line: str, name: str) -> bool | None:
 
 
 def _parse(text: str) -> dict | None:
+    """The log's JSON, its cyclic garbage collector paused: a visit's part is some 10,000 events, whose dicts set off
+    collections of the whole heap that doubled the parse's mean time (0.05 s against 0.025 s, 2026-11-29); they
+    hold no cycles, and the collector runs again after."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_json(text)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_json(text: str) -> dict | None:
     if text.rstrip().endswith("}"):  # a closed log; a running one ends in an event's "},"
         try:
             return json.loads(text)
