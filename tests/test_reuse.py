@@ -27,11 +27,11 @@ import pytest
 from selenium.common.exceptions import WebDriverException
 
 from harness import netns
-from harness.arms.base import DnsArm
 from harness.arms import evidence
+from harness.arms.base import DnsArm
 from harness.arms.evidence import client_counters, reset_client_counters, resolver_counters
-from harness.browser import webdriver_session as session_module  # where the BiDi event log is made
 from harness.browser import reused as reused_module  # its DNS_SETTLE_S, shortened
+from harness.browser import webdriver_session as session_module  # where the BiDi event log is made
 from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.chromium_reused import IDLE_STEP_S, IDLE_STEPS
