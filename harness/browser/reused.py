@@ -218,11 +218,10 @@ class ReusedSession(WebDriverSession):
         t = time.monotonic()
         try:
             if self.alive and self._events is not None and self._driver is not None:
-                # Removing the user context closes its tabs (WebDriver BiDi, "remove user context"): one command.
+                if self._tab is not None:
+                    self._events.command("browsingContext.close", {"context": self._tab})
                 if self._user_context is not None:
                     self._events.command("browser.removeUserContext", {"userContext": self._user_context})
-                elif self._tab is not None:
-                    self._events.command("browsingContext.close", {"context": self._tab})
                 self._driver.switch_to.window(self._home)  # type: ignore[arg-type]  # alive
         except Exception:  # the visit was measured; its browser goes, and the next visit gets a new one
             self.kill()
