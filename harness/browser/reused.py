@@ -218,6 +218,7 @@ class ReusedSession(WebDriverSession):
         t = time.monotonic()
         try:
             if self.alive and self._events is not None and self._driver is not None:
+                # The tab closed first: left to the removal, its teardown ran into the next page (docs/visit.md).
                 if self._tab is not None:
                     self._events.command("browsingContext.close", {"context": self._tab})
                 if self._user_context is not None:
