@@ -64,7 +64,8 @@ def outcome_table(visits: pd.DataFrame, taxonomy: str, settings: AnalysisSetting
 
 
 def vantage_point_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFrame:
-    """Per network and configuration, for each vantage point: counted visits, success % and median onLoad (ms)."""
+    """Per network and configuration (and browser life, if several), for each vantage point: counted visits,
+    success % and median onLoad (ms)."""
     return side_by_side_table(visits, "vantage_point", settings)
 
 

@@ -41,6 +41,7 @@ from harness.browser.registry import browser_class
 from harness.browser.reused import READY_LIMIT_S, dns_queries_in_flight, process_state
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
+from harness.errors import HarnessError
 from harness.lab import faults
 from harness.lab.nginx import STATE_PREFIX
 from harness.lab.zones import LAB_ZONE
@@ -905,6 +906,14 @@ def test_the_counting_table_is_zeroed_in_place_and_made_anew_when_gone_or_for_an
     assert "198.18.9.9" in rules() and resolver.address not in rules()
     send_to(resolver.address)
     assert client_counters(namespace)["do53_resolver"] == 0 and client_counters(namespace)["do53_other"] == 1
+    # A table of that name loaded by someone else, with counters missing, is refused rather than read as zeros.
+    table = evidence.TABLE
+    netns.nft(namespace, ["-f", "-"], f"table inet {table}\ndelete table inet {table}\n"
+              f"table inet {table} {{\n counter do53_resolver {{ }}\n}}\n")  # fmt: skip
+    reset_client_counters(namespace, other)  # only zeroed: this process loaded the table it believes is there
+    with pytest.raises(HarnessError, match="lacks counters stub_loopback, icmp_unreachable"):
+        client_counters(namespace)
+    netns.nft(namespace, ["delete", "table", "inet", table])  # the next visit's reset loads its own anew
 
 
 def test_a_failed_start_is_retried_inside_the_visit_and_a_fresh_browser_settles(reused, monkeypatch):

@@ -142,6 +142,7 @@ def _protocol_rules(p: Protocol, resolver: str, port: int) -> list[str]:
 #: The counting table this process last loaded in each namespace (its script): a visit whose table would be the
 #: same only zeroes its counters (5 ms against 16 ms for a new table, 2026-11-29). Only the process that runs a
 #: place's visits loads its table (a crawl holds the place's lock); a table gone (the lab made again) is loaded anew.
+#: The reset zeroes the counters one by one, before the visit's window opens.
 _LOADED: dict[str, str] = {}
 
 
@@ -164,7 +165,8 @@ def reset_client_counters(namespace: str, resolver: Resolver) -> None:
 
 
 def _counting_table(resolver: Resolver) -> str:
-    """The nft script that makes the counting table anew for ``resolver``, its counters at zero."""
+    """The nft script that makes the counting table anew for ``resolver``, its counters at zero. Every counter is
+    named: `nft reset counters` zeroes named counters only (an anonymous one would keep counting across visits)."""
     address = str(ipaddress.IPv4Address(resolver.address))  # validated: it goes into an nft script
     out = [f"ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport {DO53.port} counter name {STUB_COUNTER}"]
     out += [rule for p in protocols() for rule in _protocol_rules(p, address, resolver.port(p))]
@@ -194,7 +196,11 @@ def client_counters(namespace: str) -> dict[str, int]:
     """Packets counted since the last reset, by counter name."""
     data = json.loads(nft(namespace, ["-j", "list", "counters", "table", "inet", TABLE]))
     found = {item["counter"]["name"]: item["counter"]["packets"] for item in data["nftables"] if "counter" in item}
-    return {name: found.get(name, 0) for name in client_counter_names()}
+    # A counter missing is a table this code did not load (another version's, another process's): nothing it
+    # did not count may read as zero.
+    if missing := [name for name in client_counter_names() if name not in found]:
+        raise HarnessError(f"the counting table {TABLE} in namespace {namespace} lacks counters {', '.join(missing)}")
+    return {name: found[name] for name in client_counter_names()}
 
 
 @dataclass
