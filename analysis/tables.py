@@ -18,7 +18,7 @@ import pandas as pd
 from analysis.metrics import Metric
 from analysis.pairs import configurations, units
 from analysis.resampling import Resamples, draw_resamples
-from analysis.settings import AnalysisSettings
+from analysis.settings import AnalysisSettings, Labels
 from analysis.significance import adjust, rate_difference_test
 from analysis.stats import Reading, rate_differences, wilson_interval
 
@@ -49,9 +49,7 @@ def outcome_table(visits: pd.DataFrame, taxonomy: str, settings: AnalysisSetting
             infrastructure = int((mine["error_class"].astype(str) == INFRASTRUCTURE).sum())
             counted = classes[mine["error_class"].astype(str) != INFRASTRUCTURE] if taxonomy == "strict" else classes
             row = {
-                "network": labels.network(network),
-                "resolver": labels.resolver(resolver),
-                "protocol": labels.protocol(protocol),
+                **configuration_row(labels, network, resolver, protocol),
                 "visits": len(counted),
             }
             names = STRICT_ORDER + sorted(set(counted) - set(STRICT_ORDER))
@@ -85,11 +83,7 @@ def side_by_side_table(visits: pd.DataFrame, column: str, settings: AnalysisSett
                 here = mine[mine["browser_session"].astype(str) == life]
                 if here.empty:
                     continue
-                row: dict[str, object] = {
-                    "network": labels.network(network),
-                    "resolver": labels.resolver(resolver),
-                    "protocol": labels.protocol(protocol),
-                }
+                row = configuration_row(labels, network, resolver, protocol)
                 if len(lives) > 1:
                     row["browser life"] = life
                 rows.append(row | _side_by_side_cells(here, column, places))
@@ -106,6 +100,15 @@ def _side_by_side_cells(visits: pd.DataFrame, column: str, places: list[str]) ->
         row[f"{place} success %"] = round(_pct(len(ok), len(here)), 2) if len(here) else float("nan")
         row[f"{place} median onLoad ms"] = round(float(ok["on_load_ms"].median()), 1) if len(ok) else float("nan")
     return row
+
+
+def configuration_row(labels: Labels, network: str, resolver: str, protocol: str) -> dict[str, object]:
+    """A table row's first cells: the network, resolver and protocol, as the report names them."""
+    return {
+        "network": labels.network(network),
+        "resolver": labels.resolver(resolver),
+        "protocol": labels.protocol(protocol),
+    }
 
 
 def counted_list(counts: pd.Series) -> str:
@@ -133,11 +136,7 @@ def session_table(visits: pd.DataFrame, settings: AnalysisSettings) -> pd.DataFr
             mine = sub[(sub["resolver"] == resolver) & (sub["protocol"] == protocol)]
             if mine.empty:
                 continue
-            row: dict[str, object] = {
-                "network": labels.network(network),
-                "resolver": labels.resolver(resolver),
-                "protocol": labels.protocol(protocol),
-            }
+            row = configuration_row(labels, network, resolver, protocol)
             medians = {}
             for mode in modes:
                 here = mine[mode_of[mine.index] == mode]
@@ -234,9 +233,7 @@ def metric_coverage(visits: pd.DataFrame, metrics: list[Metric], settings: Analy
             if mine.empty:
                 continue
             row: dict[str, object] = {
-                "network": labels.network(network),
-                "resolver": labels.resolver(resolver),
-                "protocol": labels.protocol(protocol),
+                **configuration_row(labels, network, resolver, protocol),
                 "Successful": int((mine["error_class"].astype(str) == "Successful").sum()),
             }
             row.update({f"no {m.short}": without_metric(mine, m)[0] for m in metrics})
@@ -264,9 +261,7 @@ def timer_failures(timings: pd.DataFrame, settings: AnalysisSettings) -> pd.Data
         status = group["status"].astype(str)
         rows.append(
             {
-                "network": labels.network(network),
-                "resolver": labels.resolver(resolver),
-                "protocol": labels.protocol(protocol),
+                **configuration_row(labels, network, resolver, protocol),
                 "sent": sent,
                 **{name: int((status == name).sum()) for name in ("ok", *FAILED)},
                 "failed %": _pct(failed, sent),
@@ -290,9 +285,7 @@ def timer_failure_details(timings: pd.DataFrame, settings: AnalysisSettings) -> 
         for (status, text), count in counts.sort_values(ascending=False, kind="stable").items():
             rows.append(
                 {
-                    "network": labels.network(network),
-                    "resolver": labels.resolver(resolver),
-                    "protocol": labels.protocol(protocol),
+                    **configuration_row(labels, network, resolver, protocol),
                     "status": status,
                     "error": text,
                     "queries": int(count),

@@ -1088,17 +1088,24 @@ def test_a_late_lookup_of_a_visit_ends_before_its_arm_stops(reused, lab, monkeyp
     assert in_flight == [0] and visit.phases["dns_settle_after"] > 0.5, (in_flight, visit.phases)
 
 
-def test_a_late_doh_query_of_a_visit_reaches_its_resolver_before_the_visit_ends(reused, lab, monkeypatch):
-    """A DoH query the browser sends as its visit ends, held up on the path (a lost segment waiting for its
-    retransmission), reaches the resolver before the visit's counters stop: counted in the next visit, it would
-    be a query over another transport there (seen on 3G, Do53 after DoH, 2026-11-29)."""
-    visitor = reused()
+def doh_held_up(visitor: Visitor) -> tuple[tuple[str, int], str]:
+    """The near resolver's DoH server (address, port), and an nftables rule for the server side that drops what
+    the client sends it."""
     server = visitor.arm("doh", "near").browser_dns().doh_server()
     assert server is not None
     held = (
         "table inet dnsstudy_test { chain input { type filter hook input priority -10; "
         f"ip daddr {server[0]} tcp dport {server[1]} drop; }}; }}"
     )
+    return server, held
+
+
+def test_a_late_doh_query_of_a_visit_reaches_its_resolver_before_the_visit_ends(reused, lab, monkeypatch):
+    """A DoH query the browser sends as its visit ends, held up on the path (a lost segment waiting for its
+    retransmission), reaches the resolver before the visit's counters stop: counted in the next visit, it would
+    be a query over another transport there (seen on 3G, Do53 after DoH, 2026-11-29)."""
+    visitor = reused()
+    server, held = doh_held_up(visitor)
     in_flight = query_late_then_end(visitor, lab, monkeypatch, held, [server], lift_after_s=0.5)
     visit = visitor.visit_once(PAGE, "doh", "near")
     assert visit.error_class == "Successful" and visit.proof["valid"], (visit.detail, visit.proof)
@@ -1111,12 +1118,7 @@ def test_a_query_still_in_flight_when_the_wait_runs_out_is_in_the_record(reused,
     leaves the wait with the query still in flight, and the visit's record says so."""
     visitor = reused()
     monkeypatch.setattr(reused_module, "DNS_SETTLE_S", 1.0)
-    server = visitor.arm("doh", "near").browser_dns().doh_server()
-    assert server is not None
-    held = (
-        "table inet dnsstudy_test { chain input { type filter hook input priority -10; "
-        f"ip daddr {server[0]} tcp dport {server[1]} drop; }}; }}"
-    )
+    server, held = doh_held_up(visitor)
     in_flight = query_late_then_end(visitor, lab, monkeypatch, held, [server], lift_after_s=3.0)
     visit = visitor.visit_once(PAGE, "doh", "near")
     assert in_flight and in_flight[0] >= 1, in_flight  # the control: the wait ended with the query held up
