@@ -437,6 +437,7 @@ def _summary(results: Results, settings: AnalysisSettings) -> str:
         f"<p>Stores: {html.escape(', '.join(results.sources))}. {len(v)} visits done of {results.planned} planned; "
         f"{int((v['error_class'] == 'Successful').sum())} successful; "
         f"{int((~v['counted'].fillna(False)).sum())} harness failures (not counted); "
+        f"{_dns_unsettled(v)}"
         f"{len(results.timings)} timed queries ({failed} failed of {sent} sent); "
         f"{len(checks)} link checks, {problems} with a problem.</p>"
         f"<p>Reading: {html.escape(settings.source)}. A pair is <em>indistinguishable</em> only when its "
@@ -444,6 +445,16 @@ def _summary(results: Results, settings: AnalysisSettings) -> str:
         f"Verdicts and shades read the median; {DAGGER} marks a pair whose mean has the opposite sign.</p>"
         f"<details><summary>environment</summary><ul>{facts}</ul></details>"
     )
+
+
+def _dns_unsettled(visits: pd.DataFrame) -> str:
+    """How many reused browsers' visits ended a wait for late DNS queries with some still in flight (the part
+    of the summary that says so; nothing where no visit recorded the waits)."""
+    recorded = visits["dns_unsettled"].dropna()
+    if recorded.empty:
+        return ""
+    unsettled = int((recorded > 0).sum())
+    return f"{unsettled} of {len(recorded)} reused browsers' visits ended a DNS wait with queries in flight; "
 
 
 def _page(sections: list[str], settings: AnalysisSettings) -> str:

@@ -59,6 +59,7 @@ VISIT_COLUMNS = [
     "https_asked",
     "https_answered",
     "https_used",
+    "dns_unsettled",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
@@ -84,13 +85,21 @@ OPTIONAL_VISIT_COLUMNS = (
     "https_asked",
     "https_answered",
     "https_used",
+    "dns_unsettled",
 )
 #: Columns that hold one value in most stores (one study, one crawl's attempts all first, no replay...): the
 #: reader looks for that before reading them (`_uniform_columns`); checking a column costs about a fifth of
 #: reading it, so the site, network or protocol columns, which never hold one value, are not checked.
 OFTEN_UNIFORM = ("study_id", "site_group", "attempts", "counted") + OPTIONAL_VISIT_COLUMNS
 #: Counts that are NULL on most webs (a replayed web's misses, docs/replay.md), read as floats like the metrics.
-COUNT_COLUMNS = ("replay_misses", "replay_fuzzy", "replay_errors", "replay_filled", "replay_dns_misses")
+COUNT_COLUMNS = (
+    "replay_misses",
+    "replay_fuzzy",
+    "replay_errors",
+    "replay_filled",
+    "replay_dns_misses",
+    "dns_unsettled",
+)
 #: HTTP/3 and the page's HTTPS records (analysis/https_use.py): NULL where not observed, read as floats too.
 H3_COLUMNS = ("first_h3", "page_hosts", "https_asked", "https_answered", "https_used")
 #: What an optional column reads as in a store without it (NaN unless named here): "" is the one host, Firefox

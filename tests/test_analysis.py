@@ -252,6 +252,7 @@ def test_a_store_from_before_the_paint_columns_still_analyses_and_says_fcp_is_mi
         "https_asked",
         "https_answered",
         "https_used",
+        "dns_unsettled",
     }
     old = without_paint_columns(make_store(tmp_path / "old.sqlite", slower_onload))
     with closing(sqlite3.connect(old)) as db:

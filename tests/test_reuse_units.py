@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -227,3 +228,38 @@ def test_a_doh_server_is_where_the_browser_s_own_client_sends_over_tcp():
     assert BrowserDns("doh", "https://dns.example:8443/q", "2001:0db8::1").doh_server() == ("2001:db8::1", 8443)
     assert BrowserDns("doh", "https://dns.example/q", "192.0.2.1", http3=True).doh_server() is None
     assert BrowserDns().doh_server() is None
+
+
+def test_a_dns_wait_that_ran_out_reaches_the_store_and_the_report_s_summary(tmp_path):
+    from analysis.report import analyze
+    from harness.plan import make_plan
+    from harness.sitelist import Site
+    from harness.store import CompletedVisit, Store
+    from tests.synthetic import make_store
+
+    store = Store(tmp_path / "s.sqlite")
+    plan = list(make_plan([Site(f"s{i}.test", i + 1, "top") for i in range(4)], 1, ["wired"], [("near", "do53")], 1))
+    store.add_study("s", "s", 1, {"study": {}}, plan)
+    readies = [  # two waits recorded, queries left in one; both settled; a fresh browser; a record from before
+        {"renderers": 1, "dns_in_flight_before": 0, "dns_in_flight_after": 2},
+        {"dns_in_flight_before": 0, "dns_in_flight_after": 0},
+        None,
+        {"renderers": 1},
+    ]
+    base = {"error_class": "Successful", "detail": "", "paper_2019": "Successful", "counted": True}
+    records = [
+        {**base, "visit_id": f"v{i}", "started_at": "2026-11-29T00:00:00Z", "on_load_ms": 900.0, "browser_ready": r}
+        for i, r in enumerate(readies)
+    ]
+    store.complete_many("s", [CompletedVisit(v, r) for v, r in zip(plan, records, strict=True)])
+    rows = store.db.execute("SELECT dns_unsettled FROM visits ORDER BY ordinal").fetchall()
+    store.close()
+    assert [row[0] for row in rows] == [2, 0, None, None]
+
+    synthetic = make_store(tmp_path / "r.sqlite", lambda *_: ("Successful", 1000.0, "Successful"), sites=6)
+    quiet = analyze([synthetic], tmp_path / "quiet").html.read_text()
+    assert "DNS wait" not in quiet  # no visit recorded the waits: nothing to say
+    with sqlite3.connect(synthetic) as db:
+        db.execute("UPDATE visits SET dns_unsettled = CASE WHEN rank = 1 THEN 3 ELSE 0 END")
+    page = analyze([synthetic], tmp_path / "report").html.read_text()
+    assert "2 of 12 reused browsers' visits ended a DNS wait with queries in flight" in page

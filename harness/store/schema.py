@@ -110,6 +110,9 @@ ADDED_COLUMNS = [
     # Of the page's hostnames, how many had a connection that accepted Encrypted Client Hello (a lab web with ECH,
     # harness/lab/ech.py); NULL where the web has no ECH of the lab's.
     ("visits", "ech_accepted", "INTEGER"),
+    # A reused browser's DNS queries still in flight when its bounded waits for them ended (before the visit's
+    # counters and at its end, harness/browser/reused.py): 0 when both settled; NULL for a fresh browser.
+    ("visits", "dns_unsettled", "INTEGER"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]

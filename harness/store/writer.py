@@ -353,4 +353,11 @@ def _visit_columns(record: dict) -> dict:
         "https_answered": record.get("https_answered"),
         "https_used": record.get("https_used"),
         "ech_accepted": record.get("ech_accepted"),
+        "dns_unsettled": _dns_unsettled(record.get("browser_ready")),
     }
+
+
+def _dns_unsettled(ready: dict | None) -> int | None:
+    """The DNS queries a reused browser still had in flight when its waits ended (None: no wait was recorded)."""
+    waits = [ready[k] for k in ("dns_in_flight_before", "dns_in_flight_after") if k in ready] if ready else []
+    return sum(waits) if waits else None
