@@ -353,3 +353,28 @@ def test_lab_up_runs_no_code_from_the_working_directory(private_lab, tmp_path):
     )
     assert down.returncode == 0, down.stdout + down.stderr
     assert not marker.exists(), marker.read_text()
+
+
+def test_resolver_statistics_read_on_the_control_socket_match_unbound_control(lab, client, resolvers, tmp_path):
+    """The proof reads unbound's statistics on its control socket (harness/arms/evidence.py); the counts are
+    unbound-control's, a query is counted at once, and a config naming no live socket is a one-line error."""
+    import subprocess
+
+    from harness.arms.evidence import resolver_counters
+    from harness.errors import HarnessError
+
+    control = lab.resolver("near").control_config
+    before = resolver_counters(control)
+    in_ns(client, "dig", "+notcp", "+tries=1", f"@{resolvers['near']['address']}", "google.com", "A")
+    after = resolver_counters(control)
+    assert after["do53_udp"] == before["do53_udp"] + 1 and after["dot"] == before["dot"]
+    printed = subprocess.run(["unbound-control", "-c", str(control), "stats_noreset"], capture_output=True, text=True)
+    total = next(line for line in printed.stdout.splitlines() if line.startswith("total.num.queries="))
+    assert int(total.split("=")[1]) == sum(after.values())
+    gone = tmp_path / "resolver-gone.conf"
+    gone.write_text(f"remote-control:\n  control-interface: {tmp_path / 'gone.ctl'}\n")
+    with pytest.raises(HarnessError, match=r"cannot read resolver statistics \(.*gone\.ctl\)"):
+        resolver_counters(gone)
+    (tmp_path / "none.conf").write_text("server:\n  interface: 127.0.0.1\n")
+    with pytest.raises(HarnessError, match="none.conf: no control-interface"):
+        resolver_counters(tmp_path / "none.conf")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import subprocess
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,31 +70,54 @@ def required_counters(protocol: str, uses_stub: bool) -> tuple[str, ...]:
 
 def resolver_counters(control_config: Path) -> dict[str, int]:
     """Queries an unbound resolver received so far per transport it counts: do53 (UDP and plain TCP), dot, doh."""
-    try:
-        done = subprocess.run(
-            ["unbound-control", "-c", str(control_config), "stats_noreset"],
-            capture_output=True,
-            text=True,
-            timeout=CONTROL_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
-        # A frozen resolver (SIGSTOP, a deadlock) still looks alive in /proc: the timeout is what shows it.
-        # The control file is named after the resolver's daemon (resolver-NAME.conf).
-        raise HarnessError(
-            f"{control_config.stem} does not answer: unbound-control stats_noreset timed out after "
-            f"{CONTROL_TIMEOUT_S} s ({control_config})"
-        ) from None
-    if done.returncode != 0:
-        raise HarnessError(
-            f"cannot read resolver statistics ({control_config}): {done.stderr.strip() or done.stdout.strip()}"
-        )
-    raw = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    raw = dict(
+        line.split("=", 1) for line in _unbound_control(control_config, "stats_noreset").splitlines() if "=" in line
+    )
     number = lambda key: int(float(raw.get(key, "0")))  # noqa: E731
     total, tcp, tls, https = (
         number(k) for k in ("total.num.queries", "num.query.tcp", "num.query.tls", "num.query.https")
     )
     # unbound counts DoH inside tls and both inside tcp.
     return {f"{DO53.name}_udp": total - tcp, f"{DO53.name}_tcp": tcp - tls, DOT.name: tls - https, DOH.name: https}
+
+
+def _unbound_control(control_config: Path, command: str) -> str:
+    """What a lab resolver's remote control answers to ``command``, as `unbound-control -c CONFIG COMMAND` prints
+    it. Spoken on the control socket the config names, unencrypted (harness/lab/unbound.py): spawning
+    unbound-control took 10 ms a reading against 0.3 ms, and each visit reads twice."""
+    path = _control_socket(control_config)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
+            control.settimeout(CONTROL_TIMEOUT_S)
+            control.connect(path)
+            control.sendall(f"UBCT1 {command}\n".encode())  # unbound's control protocol, version 1
+            answer = b"".join(iter(lambda: control.recv(65536), b""))
+    except TimeoutError:
+        # A frozen resolver (SIGSTOP, a deadlock) still looks alive in /proc: the timeout is what shows it.
+        # The control file is named after the resolver's daemon (resolver-NAME.conf).
+        raise HarnessError(
+            f"{control_config.stem} does not answer: {command} timed out after {CONTROL_TIMEOUT_S} s ({path})"
+        ) from None
+    except OSError as exc:
+        raise HarnessError(f"cannot read resolver statistics ({path}): {exc.strerror or exc}") from None
+    text = answer.decode(errors="replace")
+    if not text or text.startswith("error"):
+        raise HarnessError(f"cannot read resolver statistics ({path}): {(text.splitlines() or ['no answer'])[0]}")
+    return text
+
+
+def _control_socket(control_config: Path) -> str:
+    """The unix socket a lab resolver's config names as its control interface."""
+    try:
+        lines = control_config.read_text().splitlines()
+    except OSError as exc:
+        raise HarnessError(f"cannot read resolver statistics: {control_config}: {exc.strerror}") from None
+    for line in lines:
+        key, _, value = line.strip().partition(":")
+        value = value.strip().strip('"')
+        if key == "control-interface" and value.startswith("/"):
+            return value
+    raise HarnessError(f"{control_config}: no control-interface on a unix socket (harness/lab/unbound.py writes one)")
 
 
 def _reply_rules(p: Protocol, resolver: str, port: int) -> list[str]:
