@@ -46,7 +46,7 @@ from harness.lab import faults
 from harness.lab.nginx import STATE_PREFIX
 from harness.lab.zones import LAB_ZONE
 from harness.visit import Visitor
-from tests.helpers import wait_for
+from tests.helpers import explain, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -1178,3 +1178,25 @@ def test_a_hung_page_inside_a_reused_browser_is_the_page_s_timeout_and_leaves_no
         assert after.session_ordinal == 4 and after.browser_restart is None
     finally:
         visitor.close()
+
+
+def test_a_reused_chromium_navigates_only_once_its_renderers_are_idle(reused, monkeypatch):
+    """A renderer kept busy as the visit's tab opens (0.5 s of script in that tab, begun once it is made) holds
+    the navigation until it is done; without it, the renderers are found idle at once."""
+    from harness.browser.chromium_reused import ReusedChromiumSession
+
+    visitor = reused(browser="chromium")
+    quiet = visitor.visit_once(PAGE, "do53", "near")
+    open_tab = ReusedChromiumSession._open_tab
+
+    def open_busy_tab(self: ReusedChromiumSession) -> None:
+        open_tab(self)
+        busy = "setTimeout(() => { const end = performance.now() + 500; while (performance.now() < end) {} }, 0)"
+        target = {"context": self._tab}
+        self._events.command("script.evaluate", {"expression": busy, "target": target, "awaitPromise": False})
+
+    monkeypatch.setattr(ReusedChromiumSession, "_open_tab", open_busy_tab)
+    held = visitor.visit_once(PAGE, "do53", "near")
+    assert quiet.error_class == held.error_class == "Successful", (explain(quiet), explain(held))
+    assert quiet.browser_ready["renderers_idle"] and quiet.browser_ready["waited_s"] < 0.25, quiet.browser_ready
+    assert held.browser_ready["renderers_idle"] and held.browser_ready["waited_s"] >= 0.45, held.browser_ready

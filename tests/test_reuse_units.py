@@ -9,6 +9,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -18,7 +19,7 @@ from harness.arms.evidence import ResolverConnections, client_counter_names
 from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
-from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_ticks
+from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_cpu_s
 from harness.browser.firefox import Firefox
 from harness.browser.reused import _carries_a_query, _endpoint, dns_queries_in_flight
 from harness.errors import HarnessError
@@ -186,11 +187,14 @@ def test_a_process_s_descendants_and_their_cpu_time_are_read_from_proc():
         below = descendants(os.getpid())
         assert child.pid in below and len(below) >= 2, below  # the child and its sleep
         assert os.getpid() not in below
-        busy = time.process_time()
-        while time.process_time() - busy < 0.05:  # 50 ms of CPU: at least 4 ticks of 10 ms
-            pass
-        ticks = renderer_ticks([os.getpid(), child.pid, 999_999_999])
-        assert ticks[os.getpid()] >= 4 and 999_999_999 not in ticks, ticks
+        before = renderer_cpu_s([os.getpid()])[os.getpid()]
+        worker = threading.Thread(target=_spin, args=(0.3,))  # CPU in a thread that is not the first
+        worker.start()
+        time.sleep(0.1)
+        cpu = renderer_cpu_s([os.getpid(), child.pid, 999_999_999])  # counted while the thread runs
+        worker.join()
+        assert 0.05 <= cpu[os.getpid()] - before < 1.0 and 999_999_999 not in cpu, (before, cpu)
+        assert cpu[child.pid] < 0.5, cpu  # it waits for its sleep
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the child and its sleep
         child.wait()
@@ -263,3 +267,10 @@ def test_a_dns_wait_that_ran_out_reaches_the_store_and_the_report_s_summary(tmp_
         db.execute("UPDATE visits SET dns_unsettled = CASE WHEN rank = 1 THEN 3 ELSE 0 END")
     page = analyze([synthetic], tmp_path / "report").html.read_text()
     assert "2 of 12 reused browsers' visits ended a DNS wait with queries in flight" in page
+
+
+def _spin(seconds: float) -> None:
+    """Busy for ``seconds`` of this thread's CPU."""
+    start = time.thread_time()
+    while time.thread_time() - start < seconds:
+        pass

@@ -41,6 +41,7 @@ browser starts: the running browser is given no certificate.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -60,10 +61,11 @@ DEFAULT_USER_CONTEXT = "default"
 #: A new user context's window kept a renderer busy for about 0.45 s after `browsingContext.create` returned
 #: (0.5-0.6 s of CPU: the omnibox popups' WebUI, now off, `QUIET_FEATURES_OFF`), and a page navigated at once
 #: loaded in 1.5x the time (docs/visit.md, "A new tab's renderer"). Before each navigation the renderers must
-#: be idle: at most `IDLE_TICKS` clock ticks in each of `IDLE_STEPS` steps of `IDLE_STEP_S` (busy: 3 a step).
-IDLE_STEP_S = 0.02
+#: be idle: at most `IDLE_CPU_S` of CPU in all in each of `IDLE_STEPS` steps of `IDLE_STEP_S` (busy: a step's
+#: length or more). Read in nanoseconds (/proc/PID/schedstat): clock ticks (10 ms) needed steps of 20 ms.
+IDLE_STEP_S = 0.01
 IDLE_STEPS = 2
-IDLE_TICKS = 1
+IDLE_CPU_S = 0.0025
 
 
 def launch_settings(switches: list[str], local_state: dict, nameservers: list[str]) -> str:
@@ -133,14 +135,14 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         """Wait, at most `READY_LIMIT_S`, until the browser's renderers are idle (the new tab's starting);
         how many there were, whether they went idle, and the seconds waited."""
         start, quiet = time.monotonic(), 0
-        ticks = renderer_ticks(self._renderers())
+        cpu = renderer_cpu_s(self._renderers())
         while quiet < IDLE_STEPS and time.monotonic() - start < READY_LIMIT_S:
             time.sleep(IDLE_STEP_S)
-            now = renderer_ticks(self._renderers())
-            busy = sum(max(0, n - ticks.get(pid, 0)) for pid, n in now.items())
-            quiet, ticks = (quiet + 1 if busy <= IDLE_TICKS else 0), now
+            now = renderer_cpu_s(self._renderers())
+            busy = sum(max(0.0, n - cpu.get(pid, 0.0)) for pid, n in now.items())
+            quiet, cpu = (quiet + 1 if busy <= IDLE_CPU_S else 0), now
         return {
-            "renderers": len(ticks),
+            "renderers": len(cpu),
             "renderers_idle": quiet >= IDLE_STEPS,
             "waited_s": round(time.monotonic() - start, 3),
         }
@@ -210,16 +212,25 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def renderer_ticks(pids: list[int]) -> dict[int, int]:
-    """CPU time (user and system, clock ticks) of each process still running."""
-    ticks = {}
+def renderer_cpu_s(pids: list[int]) -> dict[int, float]:
+    """CPU time in seconds of each process still running: its threads' now, as the scheduler counts it (in
+    nanoseconds; /proc/PID/schedstat is the first thread's only). A thread that ended takes its time along; a
+    renderer's threads (main, compositor, pools) live as long as it does."""
+    cpu = {}
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
             continue
-        ticks[pid] = int(fields[11]) + int(fields[12])  # utime, stime (proc(5): fields 14 and 15)
-    return ticks
+        cpu[pid] = sum(_thread_cpu_ns(pid, thread) for thread in threads) / 1e9
+    return cpu
+
+
+def _thread_cpu_ns(pid: int, thread: str) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/task/{thread}/schedstat").read_text().split()[0])
+    except (OSError, IndexError, ValueError):  # the thread ended
+        return 0
 
 
 def _cmdline(pid: int) -> bytes:
