@@ -1,0 +1,68 @@
+"""The client namespace's name server: one fixed address in resolv.conf, led by NAT to the arm's server.
+
+A browser reads resolv.conf when it starts. Chromium reads it again only when its watcher of /etc sees the
+file change, which it never does in a network namespace (`ip netns exec` bind-mounts the namespace's file, so a
+change is an event of /etc/netns/<ns>/); a running Chromium kept the name server of its start and a reused one
+had to be replaced at each change between Do53 through one resolver, Do53 through another and the stub arms.
+So resolv.conf names `NAME_SERVER` for the namespace's life, and a NAT rule in the namespace's output path sends
+DNS to it on to the server the arm chose: the resolver (destination rewritten: the resolver sees the client's
+own address, as before) or the stub on loopback (redirected). The counting table (harness/arms/evidence.py)
+hooks in after the NAT, so its counters see where the packets went, not the fixed address.
+
+Each change of the server also deletes the connection-tracking entries of queries to `NAME_SERVER`: an entry
+keeps the server it was given for as long as it lives (30 s and more), and a later query from the same port
+would go where the arm before sent it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pyroute2 import Conntrack
+from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
+
+from harness import netns
+from harness.errors import HarnessError
+
+#: Link-local: no router forwards it, so a query the NAT did not lead anywhere stays in the namespace's counters
+#: (a query on a DNS port to another server: the proof fails), never reaching a server it was not meant for.
+NAME_SERVER = "169.254.53.53"
+TABLE = "dnsstudy_name_server"
+DNS_PORT = 53
+
+
+def lead_to(namespace: str, address: str) -> int:
+    """From now on, DNS (UDP and TCP, port 53) to `NAME_SERVER` in ``namespace`` goes to ``address``, a server
+    elsewhere or on loopback; the number of connection-tracking entries of earlier queries deleted."""
+    server = ipaddress.IPv4Address(address)  # validated: it goes into an nft script
+    target = f"redirect to :{DNS_PORT}" if server.is_loopback else f"dnat ip to {server}"
+    rules = "".join(f"    ip daddr {NAME_SERVER} {l4} dport {DNS_PORT} {target}\n" for l4 in ("udp", "tcp"))
+    script = f"""
+table ip {TABLE}
+delete table ip {TABLE}
+table ip {TABLE} {{
+  chain output {{
+    type nat hook output priority -100; policy accept;
+{rules}  }}
+}}
+"""
+    netns.nft(namespace, ["-f", "-"], script)
+    return forget_queries(namespace)
+
+
+def remove(namespace: str) -> None:
+    """No NAT of `NAME_SERVER` in ``namespace`` any more (nothing to do if there is none)."""
+    netns.nft(namespace, ["-f", "-"], f"table ip {TABLE}\ndelete table ip {TABLE}\n")
+    forget_queries(namespace)
+
+
+def forget_queries(namespace: str) -> int:
+    """Delete the connection-tracking entries of queries to `NAME_SERVER` in ``namespace``; how many there were."""
+    try:
+        with netns.entered(namespace), Conntrack() as tracking:
+            entries = list(tracking.dump_entries(tuple_orig=NFCTAttrTuple(daddr=NAME_SERVER)))
+            for entry in entries:
+                tracking.delete(entry)
+    except OSError as exc:
+        raise HarnessError(f"cannot delete the connection tracking of DNS in namespace {namespace}: {exc}") from None
+    return len(entries)

@@ -1,0 +1,99 @@
+"""The client namespace's fixed name server (harness/name_server.py), led by NAT to each arm's server, in the lab."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import dns.message
+import pytest
+
+from harness import netns
+from harness.arms.evidence import resolver_counters
+from harness.name_server import NAME_SERVER, TABLE
+from tests.helpers import in_ns
+
+pytestmark = pytest.mark.lab
+
+SOURCE_PORT = 53053  # every query from this port: one connection-tracking entry, unless a change forgets it
+
+
+def ask(namespace: str) -> str:
+    """One query to the fixed name server, from `SOURCE_PORT`: dig's answer section."""
+    done = in_ns(namespace, "dig", "+notcp", "+tries=1", "+time=2", "-b", f"0.0.0.0#{SOURCE_PORT}",
+                 f"@{NAME_SERVER}", "google.com", "A", "+short")  # fmt: skip
+    return done.stdout.strip()
+
+
+def queries(lab, name: str) -> int:
+    return sum(resolver_counters(lab.resolver(name).control_config).values())
+
+
+@pytest.fixture
+def loopback_server(lab):
+    """A DNS server on 127.0.0.1:53 of the client namespace (as a stub listens) answering every query with
+    192.0.2.53; the queries it got."""
+    namespace, got = lab.client_side().namespace, []
+    with netns.entered(namespace):
+        server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        server.bind(("127.0.0.1", 53))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                wire, peer = server.recvfrom(4096)
+            except TimeoutError:
+                continue
+            query = dns.message.from_wire(wire)
+            got.append(query.question[0].name.to_text())
+            answer = dns.message.make_response(query)
+            answer.answer.append(dns.rrset.from_text(query.question[0].name, 60, "IN", "A", "192.0.2.53"))
+            server.sendto(answer.to_wire(), peer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield got
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def test_the_fixed_name_server_leads_where_each_arm_says_even_from_the_same_port(lab, loopback_server):
+    client = lab.client_side()
+    near, far = lab.resolver("near"), lab.resolver("far")
+    try:
+        client.set_system_resolver(near.address)
+        assert client.nameservers() == [NAME_SERVER]
+        before = queries(lab, "near"), queries(lab, "far")
+        assert ask(client.namespace)
+        assert (queries(lab, "near"), queries(lab, "far")) == (before[0] + 1, before[1])
+        # The same source port again, now to the other resolver: its connection-tracking entry (which still
+        # names the first) was forgotten at the change, so the query goes where the arm says.
+        client.set_system_resolver(far.address)
+        assert ask(client.namespace)
+        assert (queries(lab, "near"), queries(lab, "far")) == (before[0] + 1, before[1] + 1)
+        client.set_system_resolver("127.0.0.1")  # a stub's address: redirected to loopback
+        assert ask(client.namespace) == "192.0.2.53" and loopback_server == ["google.com."]
+        assert (queries(lab, "near"), queries(lab, "far")) == (before[0] + 1, before[1] + 1)
+    finally:
+        client.restore_system_resolver()
+    # Between visits the namespace resolves through the lab's resolver, as before any arm.
+    assert client.nameservers() == [NAME_SERVER] and ask(client.namespace)
+    listed = netns.nft(client.namespace, ["list", "table", "ip", TABLE])
+    assert f"dnat to {client.system_resolver}" in listed, listed
+
+
+def test_without_the_nat_a_query_to_the_fixed_name_server_reaches_no_server(lab):
+    """A query the NAT did not lead anywhere goes nowhere (link-local): no lab resolver receives it."""
+    client = lab.client_side()
+    client.restore_system_resolver()  # the NAT to the lab's resolver, as between visits
+    before = queries(lab, "near"), queries(lab, "far")
+    netns.nft(client.namespace, ["delete", "table", "ip", TABLE])
+    try:
+        answer = ask(client.namespace)
+        assert not any(line[:1].isdigit() for line in answer.splitlines()), answer  # no address came back
+    finally:
+        client.restore_system_resolver()
+    assert (queries(lab, "near"), queries(lab, "far")) == before
