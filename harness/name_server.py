@@ -16,9 +16,11 @@ would go where the arm before sent it.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 
 from pyroute2 import Conntrack
+from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
 
 from harness import netns
@@ -58,11 +60,16 @@ def remove(namespace: str) -> None:
 
 def forget_queries(namespace: str) -> int:
     """Delete the connection-tracking entries of queries to `NAME_SERVER` in ``namespace``; how many there were."""
+    deleted = 0
     try:
         with netns.entered(namespace), Conntrack() as tracking:
-            entries = list(tracking.dump_entries(tuple_orig=NFCTAttrTuple(daddr=NAME_SERVER)))
-            for entry in entries:
-                tracking.delete(entry)
-    except OSError as exc:
+            for entry in list(tracking.dump_entries(tuple_orig=NFCTAttrTuple(daddr=NAME_SERVER))):
+                try:
+                    tracking.delete(entry)
+                    deleted += 1
+                except NetlinkError as exc:
+                    if exc.code != errno.ENOENT:  # gone by itself since the dump: nothing left to forget
+                        raise
+    except (OSError, NetlinkError) as exc:
         raise HarnessError(f"cannot delete the connection tracking of DNS in namespace {namespace}: {exc}") from None
-    return len(entries)
+    return deleted

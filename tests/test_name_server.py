@@ -1,19 +1,21 @@
-"""The client namespace's fixed name server (harness/name_server.py), led by NAT to each arm's server, in the lab."""
+"""The client namespace's fixed name server (harness/name_server.py), led by NAT to each arm's server."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import socket
 import threading
 
 import dns.message
 import pytest
+from pyroute2.netlink.exceptions import NetlinkError
 
-from harness import netns
+from harness import name_server, netns
 from harness.arms.evidence import resolver_counters
+from harness.errors import HarnessError
 from harness.name_server import NAME_SERVER, TABLE
 from tests.helpers import in_ns
-
-pytestmark = pytest.mark.lab
 
 SOURCE_PORT = 53053  # every query from this port: one connection-tracking entry, unless a change forgets it
 
@@ -60,6 +62,7 @@ def loopback_server(lab):
     server.close()
 
 
+@pytest.mark.lab
 def test_the_fixed_name_server_leads_where_each_arm_says_even_from_the_same_port(lab, loopback_server):
     client = lab.client_side()
     near, far = lab.resolver("near"), lab.resolver("far")
@@ -85,6 +88,7 @@ def test_the_fixed_name_server_leads_where_each_arm_says_even_from_the_same_port
     assert f"dnat to {client.system_resolver}" in listed, listed
 
 
+@pytest.mark.lab
 def test_without_the_nat_a_query_to_the_fixed_name_server_reaches_no_server(lab):
     """A query the NAT did not lead anywhere goes nowhere (link-local): no lab resolver receives it."""
     client = lab.client_side()
@@ -97,3 +101,35 @@ def test_without_the_nat_a_query_to_the_fixed_name_server_reaches_no_server(lab)
     finally:
         client.restore_system_resolver()
     assert (queries(lab, "near"), queries(lab, "far")) == before
+
+
+class _Tracking:
+    """Connection tracking as pyroute2 gives it: entries to dump, each delete answered by ``errors`` in turn."""
+
+    def __init__(self, errors: list[int]):
+        self.errors, self.deleted = errors, 0
+
+    def __enter__(self) -> _Tracking:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def dump_entries(self, tuple_orig: object) -> list[str]:
+        return ["entry"] * len(self.errors)
+
+    def delete(self, entry: str) -> None:
+        if code := self.errors.pop(0):
+            raise NetlinkError(code)
+        self.deleted += 1
+
+
+@pytest.mark.parametrize(("errors", "deleted"), [([0, errno.ENOENT, 0], 2), ([0, errno.EPERM], None)])
+def test_an_entry_gone_since_the_dump_is_not_an_error_any_other_failure_is_one_line(monkeypatch, errors, deleted):
+    monkeypatch.setattr(name_server.netns, "entered", lambda namespace: contextlib.nullcontext())
+    monkeypatch.setattr(name_server, "Conntrack", lambda: _Tracking(errors))
+    if deleted is not None:
+        assert name_server.forget_queries("ns-x") == deleted
+    else:
+        with pytest.raises(HarnessError, match="cannot delete the connection tracking of DNS in namespace ns-x"):
+            name_server.forget_queries("ns-x")
