@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 
 from pyroute2 import Conntrack
 from pyroute2.netlink.exceptions import NetlinkError
@@ -33,27 +34,60 @@ TABLE = "dnsstudy_name_server"
 DNS_PORT = 53
 
 
+#: The server this process last led each namespace's name server to, by the namespace's identity (its file's
+#: inode: a namespace made anew under the same name is another), where this process made the table. An arm that
+#: keeps the server costs nothing, a change one nft transaction and the tracking forgotten; a new table more.
+_LED: dict[tuple[str, int], str] = {}
+MAP = "lead"
+
+
 def lead_to(namespace: str, address: str) -> int:
     """From now on, DNS (UDP and TCP, port 53) to `NAME_SERVER` in ``namespace`` goes to ``address``, a server
-    elsewhere or on loopback; the number of connection-tracking entries of earlier queries deleted."""
-    server = ipaddress.IPv4Address(address)  # validated: it goes into an nft script
-    target = f"redirect to :{DNS_PORT}" if server.is_loopback else f"dnat ip to {server}"
-    rules = "".join(f"    ip daddr {NAME_SERVER} {l4} dport {DNS_PORT} {target}\n" for l4 in ("udp", "tcp"))
-    script = f"""
+    elsewhere or on loopback (for a packet the host sends, a destination on loopback is a redirect); the number
+    of connection-tracking entries of earlier queries deleted."""
+    server = str(ipaddress.IPv4Address(address))  # validated: it goes into an nft script
+    key = (namespace, _identity(namespace))
+    if _LED.get(key) == server:
+        return 0
+    element = f"add element ip {TABLE} {MAP} {{ {NAME_SERVER} : {server} }}\n"
+    made = _LED.pop(key, None) is not None
+    if made:
+        try:
+            netns.nft(namespace, ["-f", "-"], f"flush map ip {TABLE} {MAP}\n{element}")
+        except HarnessError:  # the table is gone: made anew below
+            made = False
+    if not made:
+        netns.nft(namespace, ["-f", "-"], _table() + element)
+    _LED[key] = server
+    return forget_queries(namespace)
+
+
+def _table() -> str:
+    """The NAT table made anew, its map empty: DNS to `NAME_SERVER` goes where the map says."""
+    return f"""
 table ip {TABLE}
 delete table ip {TABLE}
 table ip {TABLE} {{
+  map {MAP} {{ type ipv4_addr : ipv4_addr; }}
   chain output {{
     type nat hook output priority -100; policy accept;
-{rules}  }}
+    ip daddr {NAME_SERVER} meta l4proto {{ udp, tcp }} th dport {DNS_PORT} dnat ip to ip daddr map @{MAP}
+  }}
 }}
 """
-    netns.nft(namespace, ["-f", "-"], script)
-    return forget_queries(namespace)
+
+
+def _identity(namespace: str) -> int:
+    """The namespace's file's inode (0 if it has none): another when the namespace is made anew."""
+    try:
+        return os.stat(netns.NETNS_DIR / namespace).st_ino
+    except OSError:
+        return 0
 
 
 def remove(namespace: str) -> None:
     """No NAT of `NAME_SERVER` in ``namespace`` any more (nothing to do if there is none)."""
+    _LED.pop((namespace, _identity(namespace)), None)
     netns.nft(namespace, ["-f", "-"], f"table ip {TABLE}\ndelete table ip {TABLE}\n")
     forget_queries(namespace)
 

@@ -94,7 +94,7 @@ def test_without_the_nat_a_query_to_the_fixed_name_server_reaches_no_server(lab)
     client = lab.client_side()
     client.restore_system_resolver()  # the NAT to the lab's resolver, as between visits
     before = queries(lab, "near"), queries(lab, "far")
-    netns.nft(client.namespace, ["delete", "table", "ip", TABLE])
+    name_server.remove(client.namespace)
     try:
         answer = ask(client.namespace)
         assert not any(line[:1].isdigit() for line in answer.splitlines()), answer  # no address came back
@@ -133,3 +133,30 @@ def test_an_entry_gone_since_the_dump_is_not_an_error_any_other_failure_is_one_l
     else:
         with pytest.raises(HarnessError, match="cannot delete the connection tracking of DNS in namespace ns-x"):
             name_server.forget_queries("ns-x")
+
+
+def test_a_change_of_server_updates_the_map_a_kept_one_costs_nothing_a_new_namespace_gets_a_new_table(monkeypatch):
+    scripts: list[str] = []
+    identity, gone = [1], [False]
+
+    def nft(namespace: str, args: list[str], script: str) -> str:
+        if gone[0] and script.startswith("flush map"):
+            raise HarnessError("nft in namespace ns-y failed: No such file or directory")
+        scripts.append(script.split("\n", 2)[1] if script.startswith("\n") else script.split("\n", 1)[0])
+        return ""
+
+    monkeypatch.setattr(name_server.netns, "nft", nft)
+    monkeypatch.setattr(name_server, "_LED", {})
+    monkeypatch.setattr(name_server, "forget_queries", lambda namespace: 7)
+    monkeypatch.setattr(name_server, "_identity", lambda namespace: identity[0])
+    lead = name_server.lead_to
+    assert [lead("ns-y", "10.0.0.1"), lead("ns-y", "10.0.0.1"), lead("ns-y", "127.0.0.1")] == [7, 0, 7]
+    assert scripts == [f"table ip {TABLE}", f"flush map ip {TABLE} {name_server.MAP}"]
+    identity[0] = 2  # the namespace made anew under its name: a table of its own
+    gone[0] = True  # and where the map's update fails, the table is made anew too
+    lead("ns-y", "127.0.0.1")
+    identity[0] = 1
+    lead("ns-y", "10.0.0.2")
+    assert scripts[2:] == [f"table ip {TABLE}", f"table ip {TABLE}"]
+    with pytest.raises(ValueError):
+        lead("ns-y", "10.0.0.1; flush ruleset")
