@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import os
+import json
 
 from pyroute2 import Conntrack
 from pyroute2.netlink.exceptions import NetlinkError
@@ -34,32 +34,31 @@ TABLE = "dnsstudy_name_server"
 DNS_PORT = 53
 
 
-#: The server this process last led each namespace's name server to, by the namespace's identity (its file's
-#: inode: a namespace made anew under the same name is another), where this process made the table. An arm that
-#: keeps the server costs nothing, a change one nft transaction and the tracking forgotten; a new table more.
-_LED: dict[tuple[str, int], str] = {}
 MAP = "lead"
 
 
 def lead_to(namespace: str, address: str) -> int:
     """From now on, DNS (UDP and TCP, port 53) to `NAME_SERVER` in ``namespace`` goes to ``address``, a server
     elsewhere or on loopback (for a packet the host sends, a destination on loopback is a redirect); the number
-    of connection-tracking entries of earlier queries deleted."""
+    of connection-tracking entries of earlier queries deleted. Read back first, from the namespace itself (any
+    process may have changed it): an arm that keeps the server changes nothing."""
     server = str(ipaddress.IPv4Address(address))  # validated: it goes into an nft script
-    key = (namespace, _identity(namespace))
-    if _LED.get(key) == server:
+    led = led_to(namespace)
+    if led == server:
         return 0
     element = f"add element ip {TABLE} {MAP} {{ {NAME_SERVER} : {server} }}\n"
-    made = _LED.pop(key, None) is not None
-    if made:
-        try:
-            netns.nft(namespace, ["-f", "-"], f"flush map ip {TABLE} {MAP}\n{element}")
-        except HarnessError:  # the table is gone: made anew below
-            made = False
-    if not made:
-        netns.nft(namespace, ["-f", "-"], _table() + element)
-    _LED[key] = server
+    netns.nft(namespace, ["-f", "-"], (_table() if led is None else f"flush map ip {TABLE} {MAP}\n") + element)
     return forget_queries(namespace)
+
+
+def led_to(namespace: str) -> str | None:
+    """Where DNS to `NAME_SERVER` in ``namespace`` goes now ("" nowhere), or None if it has no table of ours."""
+    try:
+        listed = json.loads(netns.nft(namespace, ["-j", "list", "map", "ip", TABLE, MAP]))
+    except HarnessError:
+        return None
+    maps = [item["map"] for item in listed.get("nftables", []) if "map" in item]
+    return next((str(value) for key, value in maps[0].get("elem", []) if key == NAME_SERVER), "") if maps else None
 
 
 def _table() -> str:
@@ -77,17 +76,8 @@ table ip {TABLE} {{
 """
 
 
-def _identity(namespace: str) -> int:
-    """The namespace's file's inode (0 if it has none): another when the namespace is made anew."""
-    try:
-        return os.stat(netns.NETNS_DIR / namespace).st_ino
-    except OSError:
-        return 0
-
-
 def remove(namespace: str) -> None:
     """No NAT of `NAME_SERVER` in ``namespace`` any more (nothing to do if there is none)."""
-    _LED.pop((namespace, _identity(namespace)), None)
     netns.nft(namespace, ["-f", "-"], f"table ip {TABLE}\ndelete table ip {TABLE}\n")
     forget_queries(namespace)
 
