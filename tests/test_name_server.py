@@ -15,7 +15,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from harness import name_server, netns
 from harness.arms.evidence import resolver_counters
 from harness.errors import HarnessError
-from harness.name_server import NAME_SERVER, TABLE
+from harness.name_server import NAME_SERVER
 from tests.helpers import in_ns
 
 SOURCE_PORT = 53053  # every query from this port: one connection-tracking entry, unless a change forgets it
