@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
-from harness import name_server, netns, protocols
+from harness import netns, protocols
 from harness.errors import HarnessError
-from harness.name_server import NAME_SERVER
 from harness.replay.events import ReplayEvents, ReplayWindow
 
 if TYPE_CHECKING:
@@ -103,14 +102,8 @@ class ClientSide:
     web_http3: bool = False  # the place's web may answer over HTTP/3 (a lab web with `http3`; the Internet's does)
 
     def set_system_resolver(self, address: str) -> None:
-        """Send the namespace's system resolver to ``address``: resolv.conf (`ip netns exec` bind-mounts it) names
-        the fixed `NAME_SERVER`, which NAT leads to ``address`` (harness/name_server.py): a running browser that
-        never reads resolv.conf again follows each arm."""
-        name_server.lead_to(self.namespace, address)
-        self._write_resolv_conf(
-            f"# written by dnsstudy: NAT leads it to the visit's DNS arm (harness/name_server.py)\n"
-            f"nameserver {NAME_SERVER}\n"
-        )
+        """Point the namespace's resolv.conf at ``address`` (`ip netns exec` bind-mounts it)."""
+        self._write_resolv_conf(f"# written by dnsstudy for the visit's DNS arm\nnameserver {address}\n")
 
     def nameservers(self) -> list[str]:
         """The name servers the namespace's resolv.conf names now (none if it has none of its own)."""
@@ -125,16 +118,13 @@ class ClientSide:
         """Undo the arms' resolv.conf: after a visit (or a killed crawl) the namespace resolves as it did before."""
         if self.system_resolver is None:
             (netns.ETC_NETNS / self.namespace / "resolv.conf").unlink(missing_ok=True)
-            name_server.remove(self.namespace)
         else:
-            self.set_system_resolver(self.system_resolver)
+            self._write_resolv_conf(f"# written by dnsstudy lab\nnameserver {self.system_resolver}\n")
 
     def _write_resolv_conf(self, text: str) -> None:
         etc = netns.ETC_NETNS / self.namespace
         etc.mkdir(parents=True, exist_ok=True)
         if (etc / "resolv.conf").is_file():
-            if (etc / "resolv.conf").read_text() == text:
-                return
             # In place: a browser serving many visits sees the file `ip netns exec` bind-mounted at its start,
             # this inode, and glibc reads it again when its mtime changes; a renamed new file it would never see.
             with open(etc / "resolv.conf", "r+") as f:

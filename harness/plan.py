@@ -11,8 +11,8 @@ number of configurations per site, so the same shuffles).
 A study of reused browsers runs them apart (`browsers_apart`): within a
 block each browser in turn (their order shuffled per block), and within a
 browser's part each launch group in turn (`launch_group`: the
-configurations one running browser can serve; Chromium's secure DNS is
-fixed at its launch), each over every site, a site's configurations in the group
+configurations one running browser can serve; Chromium's DNS is fixed at
+its launch), each over every site, a site's configurations in the group
 shuffled. So two browsers never run at once in one client namespace (an
 idle browser's own lookups would fall into the other's counted window),
 and a reused browser serves a run of visits, not one visit per start. The

@@ -807,9 +807,9 @@ def test_the_resolver_sees_every_query_again_in_the_next_visit(reused, browser):
 @pytest.mark.parametrize("browser", BROWSERS)
 @pytest.mark.parametrize("protocol", ["doh", "dot", "doq", "doh3"])
 def test_cold_opens_a_new_resolver_connection_and_warm_uses_an_open_one(reused, protocol, browser):
-    # Chromium asks its own services' names (`own_names`) at any time, through the arm (after a do53 visit, the
-    # stub arm's stub): the cold visit restarts the stub once its counters run (`DnsArm.reset_connection`), so that
-    # its first query still opens the connection.
+    # For a stub arm the do53 visit before makes Chromium start anew (the stub's resolv.conf), after the visit's stub
+    # started: its start asks its own services' names (`own_names`) through the stub, which the cold visit then
+    # restarts (`DnsArm.reset_connection`) so that its first query still opens the connection.
     cold, warm = reused("cold", browser=browser), reused("warm", browser=browser)
     for visitor in (cold, warm):
         visitor.visit_once(PAGE, "do53", "near")  # a browser already running, as in a block
@@ -817,7 +817,7 @@ def test_cold_opens_a_new_resolver_connection_and_warm_uses_an_open_one(reused, 
     assert c.error_class == w.error_class == "Successful", (c.detail, w.detail)
     assert c.first_query_open is False and w.first_query_open is True, (c.proof, w.proof)
     assert w.warm_up is None and c.warm_up is None
-    # Where the cold visit's browser is new (Chromium: DoH's launch settings differ from Do53's), or asks names
+    # Where the cold visit's browser is new (Chromium: the arm's launch settings differ from Do53's), or asks names
     # of its own (Chromium), the reset ran and says how many of the browser's connections it closed.
     reset = c.session_ordinal == 1 or bool(cold.browser.own_names)
     assert (c.resolver_connections_closed is not None) == reset, c.resolver_connections_closed
@@ -1201,18 +1201,3 @@ def test_a_reused_chromium_navigates_only_once_its_renderers_are_idle(reused, mo
     assert quiet.error_class == held.error_class == "Successful", (explain(quiet), explain(held))
     assert quiet.browser_ready["renderers_idle"] and quiet.browser_ready["waited_s"] < 0.25, quiet.browser_ready
     assert held.browser_ready["renderers_idle"] and held.browser_ready["waited_s"] >= 0.45, held.browser_ready
-
-
-def test_one_reused_chromium_serves_do53_through_either_resolver_and_the_stub_arms(reused):
-    """Chromium reads resolv.conf at its start only; its one name server, which NAT leads to each arm's server
-    (harness/name_server.py), lets one browser serve Do53 through both resolvers and the stub arms without a
-    restart, each visit's queries at the resolver its arm chose (the proof: that resolver's counters, and no
-    query to any other server on a DNS port)."""
-    visitor = reused(browser="chromium")
-    arms = [("do53", "near"), ("do53", "far"), ("dot", "far"), ("doq", "near"), ("do53", "near"), ("doh3", "near")]
-    results = [visitor.visit_once(PAGE, protocol, resolver) for protocol, resolver in arms]
-    for result in results:
-        assert result.error_class == "Successful" and result.proof["valid"], explain(result)
-        assert result.proof["on_arm"] > 10 and result.proof["off_arm"] == 0, result.proof
-    assert [r.session_ordinal for r in results] == list(range(1, len(arms) + 1))
-    assert [r.browser_restart for r in results] == [None] * len(arms)

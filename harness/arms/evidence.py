@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
-from harness.name_server import NAME_SERVER
 from harness.netns import nft
 from harness.protocols import DO53, DOH, DOT, Protocol, names, protocols
 
@@ -194,10 +193,8 @@ def _counting_table(resolver: Resolver) -> str:
     address = str(ipaddress.IPv4Address(resolver.address))  # validated: it goes into an nft script
     out = [f"ip daddr 127.0.0.0/8 meta l4proto {{ tcp, udp }} th dport {DO53.port} counter name {STUB_COUNTER}"]
     out += [rule for p in protocols() for rule in _protocol_rules(p, address, resolver.port(p))]
-    # Neither from nor to loopback: a stub answering a query the browser gave up on draws a port unreachable
-    # there, from the client's own address since the browser asks the fixed name server (harness/name_server.py).
-    local = f"ip saddr != 127.0.0.0/8 ip daddr != {{ 127.0.0.0/8, {NAME_SERVER} }}"
-    into = [f"{local} icmp type destination-unreachable counter name {ICMP_COUNTER}"]
+    # Not from loopback: a stub answering a query the browser gave up on draws a port unreachable there.
+    into = [f"ip saddr != 127.0.0.0/8 icmp type destination-unreachable counter name {ICMP_COUNTER}"]
     into += [rule for p in protocols() for rule in _reply_rules(p, address, resolver.port(p))]
     counters = "".join(f"  counter {name} {{ }}\n" for name in client_counter_names())
     return f"""

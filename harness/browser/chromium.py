@@ -74,10 +74,11 @@ class Chromium(WebDriverBrowser):
 
     @classmethod
     def launch_group(cls, protocol: str, resolver: str) -> str:
-        """Chromium's secure DNS is fixed at launch (harness/browser/chromium_reused.py), one per resolver; every
-        other arm goes through the built-in resolver's one name server, which NAT leads to the arm's server
-        (harness/name_server.py)."""
-        return f"{protocol} {resolver}" if protocol in cls.native_dns else "system resolver"
+        """Chromium's DNS is fixed at launch (harness/browser/chromium_reused.py): secure DNS per resolver, the
+        built-in resolver per name server; the stub arms share one name server, the stub on loopback."""
+        if protocol in cls.native_dns:
+            return f"{protocol} {resolver}"
+        return f"do53 {resolver}" if protocol == "do53" else "stub"
 
     def __init__(
         self,

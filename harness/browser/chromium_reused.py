@@ -18,20 +18,20 @@ per query), the network quality estimator (what the link was like, not what a si
 in-memory certificates. Chromium's clearing (`_clear_for_visit`) therefore only removes a user context a visit
 left (its end failed): everything a site leaves is in its context.
 
-**Secure DNS is fixed at launch.** It is Local State `dns_over_https.*`, which the browser process hands to the
-whole network service (`ConfigureStubHostResolver`), and the DoH server's address a command-line host-resolver
-rule: nothing a WebDriver or DevTools client may send changes either. The built-in resolver's name servers are
-read from resolv.conf at the start and again only when Chromium's watcher of /etc sees the file change, which it
-never does here (`ip netns exec` bind-mounts the namespace's file: a change is an event of /etc/netns/<ns>/;
-seen in the lab, a DoT visit after a Do53 one sent its 62 queries straight to the resolver). So resolv.conf
-names one address for good and NAT leads it to each arm's server (harness/name_server.py): Do53 through any
-resolver and the stub arms share one browser. The browser is replaced when a visit's arm needs other launch
-settings (`launch_settings`: switches, Local State and the name servers: secure DNS on or off, and its server),
+**The DNS settings are fixed at launch.** Secure DNS is Local State `dns_over_https.*`, which the browser
+process hands to the whole network service (`ConfigureStubHostResolver`), and the DoH server's address a
+command-line host-resolver rule: nothing a WebDriver or DevTools client may send changes either. The built-in
+resolver's name servers are fixed too: Chromium reads resolv.conf at its start and again only when its
+watcher of /etc sees the file change, which it never does here (`ip netns exec` bind-mounts the namespace's
+file, changed in place: the change is an event of its real directory, /etc/netns/<ns>/). Seen in the lab: a
+DoT visit after a Do53 one sent its 62 queries straight to the resolver, not to the stub. So the browser is
+replaced when a visit's arm needs other launch settings (`launch_settings`: switches, Local State and the
+name servers; DoT, DoQ and DoH3 through their stub on loopback share one, Do53 has one, DoH one per resolver),
 recorded as the restart's reason, rather than one browser kept per launch settings: two browsers idle in one
 client namespace would share a visit's counters (Chromium asks its own services' names by itself, and an idle
 browser's lookup during another arm's visit would fail that visit's proof), and a browser's kill is every
 process of the browser account in the namespace. The cost: in a plan that shuffles each site's
-configurations, a restart at each change between DoH through one resolver, through the other, and the rest.
+configurations, a restart at each change between Do53, the stub arms and DoH.
 
 The net log (harness/browser/chromium_netlog.py) runs for the browser's whole life; each visit reads the part
 written since it began. The warm-up page's CA goes into the NSS database the session copies, before the

@@ -21,10 +21,9 @@ from harness.browser.session import FirefoxSession
 from harness.browser.warmup import WarmupServer
 
 #: Preferences of a browser that serves many visits, set at its start. The platform resolver's state is per
-#: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lived across visits kept the
-#: resolv.conf of the arm before, when each arm wrote its own (now one address for good, harness/name_server.py).
-#: Idle DNS threads still exit at once, so each visit's are new, as a fresh browser's are (a thread start costs
-#: microseconds; within a visit a thread serves many names).
+#: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lives across visits would keep
+#: the resolv.conf of the arm before (Do53 to the resolver, or the stub on loopback). Idle DNS threads exit at
+#: once, so each visit's are new (a thread start costs microseconds; within a visit a thread serves many names).
 REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-idle-time-seconds": 0}
 
 _CLEAR = script("clear-state")
