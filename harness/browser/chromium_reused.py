@@ -66,6 +66,8 @@ DEFAULT_USER_CONTEXT = "default"
 IDLE_STEP_S = 0.01
 IDLE_STEPS = 2
 IDLE_CPU_S = 0.0025
+#: How often the net log is looked at for the flush (`_flush_netlog`): each look reads only what is new.
+FLUSH_POLL_S = 0.005
 
 
 def launch_settings(switches: list[str], local_state: dict, nameservers: list[str]) -> str:
@@ -154,34 +156,47 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         return [pid for pid in descendants(self._browser_pid) if b"--type=renderer" in _cmdline(pid)]
 
     def _read_netlog(self, driver: webdriver.Remote) -> None:
-        """The visit's part of the net log, the browser left running."""
+        """The visit's part of the net log, the browser left running; the tab, read already, is closed meanwhile."""
         if not self._netlog_config:  # the resolver's configuration is logged at the start, before any visit's part
             start = read_netlog(self._netlog)
             self._netlog_config = start.config if start is not None else {}
-        data = self._visit_part()
+        sandbox = self._sandbox()  # while the visit's renderer runs
+        until = self._flush_netlog()
+        # The part ends where the flush was seen: what the closing writes after is neither this visit's nor the
+        # next's (which begins at the next clearing), as when the tab was closed after the reading.
+        self.close_tab_aside()
+        data = load_netlog(self._netlog, since=self._netlog_from, until=until)
         found = netlog_dns(data, config=self._netlog_config)
         if found is not None:
             self._netlog_config = found.config
-        self._report_netlog(found, self._sandbox())
+        self._report_netlog(found, sandbox)
         if self._source == "netlog":
             self._report_requests(page_requests(data))
 
-    def _visit_part(self, max_wait: float = 1.0) -> dict | None:
-        """The visit's part of the net log, all of it written: a running Chromium writes its log in batches of 15
-        events, so the page's last events may wait in memory for later ones. A navigation of the first tab to
-        a closed port on loopback (`FLUSH_URL`, left out of the page's requests) gives them; its start written
-        (or ``max_wait`` passed), everything before it is too."""
-        if self._source == "netlog" and self._events is not None and self._home is not None and self.alive:
-            try:
-                self._events.command(
-                    "browsingContext.navigate", {"context": self._home, "url": FLUSH_URL, "wait": "none"}
-                )
-            except Exception:  # a browser that cannot navigate: its log's written part is read all the same
-                pass
-            deadline = time.monotonic() + max_wait
-            while FLUSH_URL.encode() not in _tail(self._netlog, self._netlog_from) and time.monotonic() < deadline:
-                time.sleep(0.02)
-        return load_netlog(self._netlog, since=self._netlog_from)
+    def _visit_part(self) -> dict | None:
+        """The visit's part of the net log, all of it written (`_flush_netlog`)."""
+        return load_netlog(self._netlog, since=self._netlog_from, until=self._flush_netlog())
+
+    def _flush_netlog(self, max_wait: float = 1.0) -> int | None:
+        """Where the visit's part of the net log ends, all of it written: the end of the last whole line once the
+        flush is seen (None: the log's end, as it stands when read). A running Chromium writes its log in batches
+        of 15 events, so the page's last events may wait in memory for later ones. A navigation of the first tab
+        to a closed port on loopback (`FLUSH_URL`, left out of the page's requests) gives them; its start
+        written (or ``max_wait`` passed), everything before it is too."""
+        if not (self._source == "netlog" and self._events is not None and self._home is not None and self.alive):
+            return None
+        try:
+            self._events.command("browsingContext.navigate", {"context": self._home, "url": FLUSH_URL, "wait": "none"})
+        except Exception:  # a browser that cannot navigate: its log's written part is read all the same
+            return None
+        marker, start, deadline = FLUSH_URL.encode(), self._netlog_from, time.monotonic() + max_wait
+        while time.monotonic() < deadline:
+            written = _tail(self._netlog, start)  # from the first line not yet looked at whole
+            if marker in written:
+                return start + written.rfind(b"\n") + 1
+            start += written.rfind(b"\n") + 1
+            time.sleep(FLUSH_POLL_S)
+        return None
 
 
 def _tail(path: Path, since: int) -> bytes:
