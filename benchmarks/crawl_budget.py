@@ -9,6 +9,9 @@ queries are the measurement.
 
 `--analysis-s` adds the analysis's time (the demo prints it) to the total and to the floor: the crawl with no
 harness time at all (onLoads, timers, link checks, analysis), against which a time target can be judged.
+`--needed wired=4096` prints what a rate of visits an hour leaves the wired block for harness time a visit,
+beside its onLoads, its browsers' starts (as many as ran, or `--starts N` at their mean) and the time between
+visits: a rate target judged against what the pages themselves take.
 """
 
 from __future__ import annotations
@@ -139,6 +142,32 @@ def report(blocks: list[Block], analysis_s: float) -> list[str]:
     return lines
 
 
+def needed(b: Block, per_hour: float, starts: int | None = None) -> str:
+    """What a rate of ``per_hour`` visits an hour leaves block ``b``: the harness time a visit beside its browsers'
+    starts (``starts`` of them at the block's mean start, or as many as ran) and the time between visits, its
+    onLoads being the measurement; against the harness time a visit as run."""
+    budget = b.visits * 3600 / per_hour
+    n = b.starts if starts is None else starts
+    start_s = b.start_s / b.starts * n if b.starts else 0.0
+    left = (budget - b.on_load - start_s - b.between_s) / b.visits
+    return (
+        f"{b.network} at {per_hour:.0f} visits/h: {budget:.1f} s for {b.visits} visits; onLoads {b.on_load:.1f} s, "
+        f"{n} starts {start_s:.1f} s, between visits {b.between_s:.1f} s: leaves {left:.3f} s of harness time a "
+        f"visit (as run {b.other_s / b.visits:.3f} s)"
+    )
+
+
+def _rate(text: str) -> tuple[str, float]:
+    """``NETWORK=VISITS_PER_HOUR`` read, or a one-line error naming it."""
+    network, _, rate = text.partition("=")
+    try:
+        if network and float(rate) > 0:
+            return network, float(rate)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"--needed {text!r}: expected NETWORK=VISITS_PER_HOUR, e.g. wired=4096")
+
+
 def _per_hour(visits: int, seconds: float) -> str:
     return f"{visits / seconds * 3600:6.0f}" if seconds > 0 else f"{'-':>6}"
 
@@ -149,8 +178,18 @@ def main() -> None:
     parser.add_argument("--analysis-s", type=float, default=0.0, help="the analysis's time, added to the totals")
     parser.add_argument("--study", help="the study to read, if the store holds several")
     parser.add_argument("--place", help="the vantage point to read, if the store holds several ('' for here)")
+    parser.add_argument(
+        "--needed", type=_rate, action="append", default=[], help="NETWORK=VISITS_PER_HOUR: the harness time it leaves"
+    )
+    parser.add_argument("--starts", type=int, help="with --needed: browser starts a block, not as many as ran")
     args = parser.parse_args()
-    print("\n".join(report(read_blocks(args.store, args.study, args.place), args.analysis_s)))
+    blocks = read_blocks(args.store, args.study, args.place)
+    print("\n".join(report(blocks, args.analysis_s)))
+    for network, rate in args.needed:
+        found = [b for b in blocks if b.network == network]
+        if not found:
+            raise SystemExit(f"crawl_budget: --needed {network}: no block of that network in {args.store}")
+        print("\n".join(needed(b, rate, args.starts) for b in found))
 
 
 if __name__ == "__main__":

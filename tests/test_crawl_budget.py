@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from benchmarks.crawl_budget import read_blocks, report
+from benchmarks.crawl_budget import Block, needed, read_blocks, report
 from harness.store import Store
 
 
@@ -69,3 +69,13 @@ def test_a_store_of_two_crawls_is_read_one_crawl_at_a_time(tmp_path):
     with pytest.raises(SystemExit, match=r"name one crawl with --study and --place \(it holds s@here, t@here\)"):
         read_blocks(str(path))
     assert [b.network for b in read_blocks(str(path), study="t")] == ["3g"]
+
+
+def test_a_rate_of_visits_an_hour_is_judged_by_the_harness_time_a_visit_it_leaves():
+    # 32 visits at 4,096 an hour: 28.125 s; less 14.8 s of onLoads, 0.9 s between visits and the starts.
+    b = Block("wired", visits=32, starts=6, on_load=14.8, start_s=9.0, other_s=13.9, between_s=0.9)
+    assert needed(b, 4096).endswith(
+        "6 starts 9.0 s, between visits 0.9 s: leaves 0.107 s of harness time a visit (as run 0.434 s)"
+    )
+    assert "2 starts 3.0 s, between visits 0.9 s: leaves 0.295 s" in needed(b, 4096, starts=2)  # at the mean start
+    assert "leaves -0." in needed(b, 8000)  # 14.4 s: the onLoads alone exceed it

@@ -156,25 +156,21 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         return [pid for pid in descendants(self._browser_pid) if b"--type=renderer" in _cmdline(pid)]
 
     def _read_netlog(self, driver: webdriver.Remote) -> None:
-        """The visit's part of the net log, the browser left running; the tab, read already, is closed meanwhile."""
+        """The visit's part of the net log, the browser left running."""
         if not self._netlog_config:  # the resolver's configuration is logged at the start, before any visit's part
             start = read_netlog(self._netlog)
             self._netlog_config = start.config if start is not None else {}
-        sandbox = self._sandbox()  # while the visit's renderer runs
-        until = self._flush_netlog()
-        # The part ends where the flush was seen: what the closing writes after is neither this visit's nor the
-        # next's (which begins at the next clearing), as when the tab was closed after the reading.
-        self.close_tab_aside()
-        data = load_netlog(self._netlog, since=self._netlog_from, until=until)
+        data = self._visit_part()
         found = netlog_dns(data, config=self._netlog_config)
         if found is not None:
             self._netlog_config = found.config
-        self._report_netlog(found, sandbox)
+        self._report_netlog(found, self._sandbox())
         if self._source == "netlog":
             self._report_requests(page_requests(data))
 
     def _visit_part(self) -> dict | None:
-        """The visit's part of the net log, all of it written (`_flush_netlog`)."""
+        """The visit's part of the net log, all of it written (`_flush_netlog`), up to the flush: what the browser
+        writes after (its own work between visits, the tab's teardown) is neither this visit's nor the next's."""
         return load_netlog(self._netlog, since=self._netlog_from, until=self._flush_netlog())
 
     def _flush_netlog(self, max_wait: float = 1.0) -> int | None:
@@ -185,9 +181,12 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         written (or ``max_wait`` passed), everything before it is too."""
         if not (self._source == "netlog" and self._events is not None and self._home is not None and self.alive):
             return None
+        # Not waited for: the command's reply comes some 30 ms after the request's start is written (Chromium
+        # answers once the navigation failed), while the part is parsed. A navigation that failed to start shows
+        # as no flush: the log's written part is read all the same.
         try:
-            self._events.command("browsingContext.navigate", {"context": self._home, "url": FLUSH_URL, "wait": "none"})
-        except Exception:  # a browser that cannot navigate: its log's written part is read all the same
+            self._events.send("browsingContext.navigate", {"context": self._home, "url": FLUSH_URL, "wait": "none"})
+        except Exception:
             return None
         marker, start, deadline = FLUSH_URL.encode(), self._netlog_from, time.monotonic() + max_wait
         while time.monotonic() < deadline:

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import ipaddress
 import sys
-import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness import netns
@@ -63,7 +62,6 @@ class ReusedSession(WebDriverSession):
         # database before the browser opens it); otherwise `_warm_up` makes one once the browser runs.
         self._warmup_server: WarmupServer | None = None
         self._doh_server: tuple[str, int] | None = None  # the visit's DoH server (`begin_visit`)
-        self._closing: _Aside | None = None  # the visit's tab being closed (`close_tab_aside`)
 
     @abstractmethod
     def _clear_for_visit(self, settings: dict) -> None:
@@ -214,17 +212,17 @@ class ReusedSession(WebDriverSession):
         return super().load(url)
 
     def end_visit(self) -> None:
-        """Close the visit's tab and user context (or wait for `close_tab_aside`'s closing), back to the first tab,
-        still under the visit's watchdog (a WebDriver command to a browser that hangs never returns); a browser that
-        fails or hangs at it is killed (the visit stands: it was measured before)."""
+        """Close the visit's tab and user context, back to the first tab, still under the visit's watchdog (a
+        WebDriver command to a browser that hangs never returns); a browser that fails or hangs at it is killed
+        (the visit stands: it was measured before)."""
         t = time.monotonic()
-        closing, self._closing = self._closing, None
         try:
-            if closing is not None:
-                closing.wait()
-            elif self.alive:
-                self._close_tab()
-            if self.alive and self._driver is not None:
+            if self.alive and self._events is not None and self._driver is not None:
+                # The tab closed first: left to the removal, its teardown ran into the next page (docs/visit.md).
+                if self._tab is not None:
+                    self._events.command("browsingContext.close", {"context": self._tab})
+                if self._user_context is not None:
+                    self._events.command("browser.removeUserContext", {"userContext": self._user_context})
                 self._driver.switch_to.window(self._home)  # type: ignore[arg-type]  # alive
         except Exception:  # the visit was measured; its browser goes, and the next visit gets a new one
             self.kill()
@@ -240,22 +238,6 @@ class ReusedSession(WebDriverSession):
             self.report.phases["dns_settle_after"] = time.monotonic() - t
             self.report.ready = {**(self.report.ready or {}), "dns_in_flight_after": unsettled}
 
-    def _close_tab(self) -> None:
-        """Close the visit's tab, then remove its user context."""
-        assert self._events is not None  # alive
-        # The tab closed first: left to the removal, its teardown ran into the next page (docs/visit.md).
-        if self._tab is not None:
-            self._events.command("browsingContext.close", {"context": self._tab})
-        if self._user_context is not None:
-            self._events.command("browser.removeUserContext", {"userContext": self._user_context})
-
-    def close_tab_aside(self) -> None:
-        """Begin closing the visit's tab and user context on a thread of their own, once nothing more is read from
-        the tab, so that what the visit still reads outside the browser (Chromium: its net log) runs beside the
-        browser's teardown; `end_visit` waits for it, and a failure there is the close's."""
-        if self._closing is None and self.alive:
-            self._closing = _Aside(self._close_tab)
-
     def _end_watchdog(self) -> None:
         """Cancel the watchdog and wait for it, in case it fired already: its kill ends before the next visit."""
         if self._watchdog is not None:
@@ -265,29 +247,6 @@ class ReusedSession(WebDriverSession):
     def _take_events(self, events: BidiEventLog) -> list[dict]:
         """The visit's events, taken from the log, which stays open for the next visit."""
         return events.take()
-
-
-class _Aside:
-    """A piece of work on a daemon thread (one a hung browser holds never keeps the harness from exiting), its
-    failure raised by `wait`."""
-
-    def __init__(self, work: Callable[[], None]):
-        self._error: Exception | None = None
-        self._work = work
-        self._thread = threading.Thread(target=self._run, name="close-tab", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._work()
-        except Exception as exc:
-            self._error = exc
-
-    def wait(self) -> None:
-        """Wait for the work to end; raise what it raised. (A BiDi command gives up within its own timeout.)"""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
 
 
 def restart_reason(browser: ReusedSession | None, policy: SessionPolicy) -> str | None:
