@@ -18,7 +18,7 @@ from harness.arms.base import BrowserDns
 from harness.arms.evidence import ResolverConnections, client_counter_names
 from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
-from harness.browser.chromium_netlog import load_netlog, read_netlog
+from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_cpu_s
 from harness.browser.firefox import Firefox
 from harness.browser.reused import _carries_a_query, _endpoint, dns_queries_in_flight
@@ -79,20 +79,6 @@ def test_a_reused_chromium_reads_its_visit_s_part_of_the_net_log(tmp_path):
     log.write_text(big + before[len(head) :] + json.dumps({**answered, "source": {"id": 3}}) + ",\n")
     visit = read_netlog(log, since=len(big) + len(before) - len(head), config=whole.config)
     assert visit is not None and visit.answered["built-in"] == 1 and visit.config["nameservers"]
-
-
-def test_a_visit_s_part_of_the_net_log_ends_where_the_flush_was_seen(tmp_path):
-    # What the browser writes after (the tab's teardown) is left out, and a line cut at the end too.
-    types = {"HOST_RESOLVER_DNS_TASK": 1}
-    head = json.dumps({"constants": {"logEventTypes": types}})[:-1] + ',\n"events": [\n'
-    answered = [json.dumps({"type": 1, "source": {"id": n}, "params": {"results": ["x"]}}) + ",\n" for n in (1, 2, 3)]
-    log = tmp_path / "netlog.json"
-    log.write_text(head + "".join(answered))
-    since, until = len(head) + len(answered[0]), len(head) + len(answered[0]) + len(answered[1])
-    assert load_netlog(log, since=since)["events"] == [json.loads(a[:-2]) for a in answered[1:]]  # type: ignore[index]
-    assert load_netlog(log, since=since, until=until)["events"] == [json.loads(answered[1][:-2])]  # type: ignore[index]
-    assert load_netlog(log, since=since, until=until + 9)["events"] == [json.loads(answered[1][:-2])]  # type: ignore[index]
-    assert load_netlog(log, until=until)["events"] == [json.loads(a[:-2]) for a in answered[:2]]  # type: ignore[index]
 
 
 def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():

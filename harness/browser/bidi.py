@@ -40,7 +40,6 @@ class BidiEventLog:
         self.events: list[dict] = []
         self._lock = threading.Lock()
         self._replies: dict[int, dict] = {}  # command replies by id, for `command`
-        self._unawaited: set[int] = set()  # commands sent by `send`, whose replies are dropped
         self._replied = threading.Condition(self._lock)
         self._next_id = 2
         self._names = names
@@ -65,8 +64,6 @@ class BidiEventLog:
             with self._lock:
                 if message.get("type") == "event":
                     self.events.append(message)
-                elif message.get("id") in self._unawaited:
-                    self._unawaited.discard(message["id"])
                 elif isinstance(message.get("id"), int):
                     self._replies[message["id"]] = message
                     self._replied.notify_all()
@@ -83,14 +80,6 @@ class BidiEventLog:
         if reply.get("type") != "success":
             raise RuntimeError(f"BiDi {method} failed: {reply.get('error')}: {reply.get('message')}")
         return reply.get("result") or {}
-
-    def send(self, method: str, params: dict) -> None:
-        """Send one BiDi command and do not wait for it: its reply, an error too, is dropped when it comes (the
-        caller sees to its effect). The browser still serves its commands in turn: the next waits for this one."""
-        with self._lock:
-            ident, self._next_id = self._next_id, self._next_id + 1
-            self._unawaited.add(ident)
-        self._send({"id": ident, "method": method, "params": params})
 
     def resubscribe(self) -> None:
         """End the subscription and subscribe again, to the same events.

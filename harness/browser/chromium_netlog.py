@@ -69,18 +69,18 @@ def read_netlog(path: Path, since: int = 0, config: dict | None = None) -> NetLo
     return netlog_dns(load_netlog(path, since), config)
 
 
-def load_netlog(path: Path, since: int = 0, until: int | None = None) -> dict | None:
-    """The net log at ``path`` parsed: its constants and its events from byte ``since`` on (see `read_netlog`),
-    up to byte ``until`` (the end if None: a line cut there is left out); None if there is none. Only the
-    constants and the part from ``since`` are read: a browser's log grows with every visit of its life."""
+def load_netlog(path: Path, since: int = 0) -> dict | None:
+    """The net log at ``path`` parsed: its constants and its events from byte ``since`` on (see `read_netlog`);
+    None if there is none. Only the constants and the part from ``since`` are read: a browser's log grows with
+    every visit of its life."""
     try:
         with open(path, "rb") as f:
             head = _head(f, since) if since else None
             if head is None:  # the whole log (or its events begin after ``since``: all of them are the visit's)
                 f.seek(0)
-                return _parse(f.read(-1 if until is None else until).decode(errors="replace"))
+                return _parse(f.read().decode(errors="replace"))
             f.seek(since - 1)
-            rest = f.read(-1 if until is None else max(0, until - since + 1))
+            rest = f.read()
     except OSError:
         return None
     if rest[:1] == b"\n":  # the part begins with a line

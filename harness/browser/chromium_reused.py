@@ -66,8 +66,6 @@ DEFAULT_USER_CONTEXT = "default"
 IDLE_STEP_S = 0.01
 IDLE_STEPS = 2
 IDLE_CPU_S = 0.0025
-#: How often the net log is looked at for the flush (`_flush_netlog`): each look reads only what is new.
-FLUSH_POLL_S = 0.005
 
 
 def launch_settings(switches: list[str], local_state: dict, nameservers: list[str]) -> str:
@@ -168,34 +166,22 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         if self._source == "netlog":
             self._report_requests(page_requests(data))
 
-    def _visit_part(self) -> dict | None:
-        """The visit's part of the net log, all of it written (`_flush_netlog`), up to the flush: what the browser
-        writes after (its own work between visits, the tab's teardown) is neither this visit's nor the next's."""
-        return load_netlog(self._netlog, since=self._netlog_from, until=self._flush_netlog())
-
-    def _flush_netlog(self, max_wait: float = 1.0) -> int | None:
-        """Where the visit's part of the net log ends, all of it written: the end of the last whole line once the
-        flush is seen (None: the log's end, as it stands when read). A running Chromium writes its log in batches
-        of 15 events, so the page's last events may wait in memory for later ones. A navigation of the first tab
-        to a closed port on loopback (`FLUSH_URL`, left out of the page's requests) gives them; its start
-        written (or ``max_wait`` passed), everything before it is too."""
-        if not (self._source == "netlog" and self._events is not None and self._home is not None and self.alive):
-            return None
-        # Not waited for: the command's reply comes some 30 ms after the request's start is written (Chromium
-        # answers once the navigation failed), while the part is parsed. A navigation that failed to start shows
-        # as no flush: the log's written part is read all the same.
-        try:
-            self._events.send("browsingContext.navigate", {"context": self._home, "url": FLUSH_URL, "wait": "none"})
-        except Exception:
-            return None
-        marker, start, deadline = FLUSH_URL.encode(), self._netlog_from, time.monotonic() + max_wait
-        while time.monotonic() < deadline:
-            written = _tail(self._netlog, start)  # from the first line not yet looked at whole
-            if marker in written:
-                return start + written.rfind(b"\n") + 1
-            start += written.rfind(b"\n") + 1
-            time.sleep(FLUSH_POLL_S)
-        return None
+    def _visit_part(self, max_wait: float = 1.0) -> dict | None:
+        """The visit's part of the net log, all of it written: a running Chromium writes its log in batches of 15
+        events, so the page's last events may wait in memory for later ones. A navigation of the first tab to
+        a closed port on loopback (`FLUSH_URL`, left out of the page's requests) gives them; its start written
+        (or ``max_wait`` passed), everything before it is too."""
+        if self._source == "netlog" and self._events is not None and self._home is not None and self.alive:
+            try:
+                self._events.command(
+                    "browsingContext.navigate", {"context": self._home, "url": FLUSH_URL, "wait": "none"}
+                )
+            except Exception:  # a browser that cannot navigate: its log's written part is read all the same
+                pass
+            deadline = time.monotonic() + max_wait
+            while FLUSH_URL.encode() not in _tail(self._netlog, self._netlog_from) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return load_netlog(self._netlog, since=self._netlog_from)
 
 
 def _tail(path: Path, since: int) -> bytes:
