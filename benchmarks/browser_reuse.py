@@ -8,7 +8,8 @@ interval and a Mann-Whitney U test (reuse must change nothing measured);
 with reused-warm, the measured onLoad drop against the expected one (the
 handshake round trips of the arm's transport times the link's added RTT);
 the median harness overhead per visit (wall minus onLoad) and visits per
-hour per mode; and the reused browser's memory (PSS) over the visits of
+hour per mode, and a reused browser's later visits' overhead (no start among
+them), over the arms and per arm; and the reused browser's memory (PSS) over the visits of
 one session under the restart policy (`--memory-visits`); with `--carryover`, whether what makes a
 reused browser faster is state of the site that outlived the clearing or the browser's first page; and,
 with `--instrumentation-compare`, what recording the requests costs onLoad: each browser (`--browsers`) with its
@@ -152,6 +153,22 @@ def report_overhead(rows: dict, networks: list[str], protocols: list[str], names
                 f"{net:6} {name:24} n={len(data):4}  overhead {overhead:.3f}  {3600 / wall:6.0f} visits/h  "
                 f"failures {len(failed)}" + (f" ({failed[0][:80]})" if failed else "")
             )
+            if later := _later_overheads(rows, net, name, protocols):
+                print(f"{'':6} {'':24} later visits (no start): {later}")
+
+
+def _later_overheads(rows: dict, net: str, name: str, protocols: list[str]) -> str:
+    """A reused cell's median harness time of the visits after its browsers' first (no start among them), over
+    the arms and per arm; "" for fresh browsers."""
+    later = {
+        p: [r["wall"] - r["onload"] / 1000 for r in rows.get((net, name, p), []) if r["ok"] and (r["ordinal"] or 0) > 1]
+        for p in protocols
+    }
+    pooled = [x for xs in later.values() for x in xs]
+    if not pooled:
+        return ""
+    arms = ", ".join(f"{p} {statistics.median(xs):.3f}" for p, xs in later.items() if xs)
+    return f"n={len(pooled)} overhead {statistics.median(pooled):.3f} ({arms})"
 
 
 def first_pages(rows: dict, networks: list[str], protocols: list[str], rng: np.random.Generator) -> None:
