@@ -10,7 +10,7 @@ import pytest
 from harness.arms import ClientSide, Resolver, make_arm
 from harness.arms.base import BrowserDns
 from harness.browser.chromium import QUIET, Chromium, quiet_switches
-from harness.browser.chromium_netlog import read_netlog
+from harness.browser.chromium_netlog import CHROMIUM_OWN_NAMES, netlog_dns, read_netlog
 from harness.browser.chromium_session import navigation_error
 from harness.browser.chromium_settings import ChromiumDns, ChromiumSetting, arm_switches, load_chromium_dns, local_state
 from harness.errors import HarnessError
@@ -161,3 +161,29 @@ def test_an_installed_chromium_the_settings_were_not_read_from_is_a_one_line_war
     warning = browser.unexpected_version()
     assert warning is not None and "\n" not in warning
     assert warning.startswith("warning: Chromium 157.0.1.2 is installed") and "156.0.8078" in warning
+
+
+def test_the_browser_s_own_lookups_before_the_page_s_first_are_counted():
+    # As a fresh Chromium's log has them: its services' names within ms of its start, then the page's, and its
+    # services again later (not counted: the page had asked by then). Ends of lookups (phase 2) are not lookups.
+    request = 7
+
+    def lookup(host: str, phase: int = 1) -> dict:
+        return {"type": request, "phase": phase, "source": {"id": 1}, "params": {"host": host}}
+
+    events = [
+        lookup("https://198.18.221.53"),  # the DoH server, an address: no lookup of a name
+        lookup("http://clients2.google.com"),
+        lookup("https://accounts.google.com"),
+        lookup("https://accounts.google.com", phase=2),
+        lookup("https://update.googleapis.com:443"),
+        lookup("https://google.com"),
+        lookup("https://accounts.google.com"),
+    ]
+    data = {"constants": {"logEventTypes": {"HOST_RESOLVER_MANAGER_REQUEST": request}}, "events": events}
+    found = netlog_dns(data, own_names=CHROMIUM_OWN_NAMES)
+    assert found is not None and found.summary()["own_lookups_before_page"] == 3
+    later = netlog_dns({**data, "events": events[5:]}, own_names=CHROMIUM_OWN_NAMES)  # the page asked first
+    assert later is not None and later.summary()["own_lookups_before_page"] == 0
+    unknown = netlog_dns(data)  # a browser whose own names are not known: nothing said
+    assert unknown is not None and unknown.summary()["own_lookups_before_page"] is None

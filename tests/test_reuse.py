@@ -328,6 +328,8 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
             dns = result.browser_dns["values"]["dns"]
             path = "built-in-secure" if protocol == "doh" else "built-in"
             assert dns["resolver_path"].get(path, 0) > 10 and result.browser_dns["differs"] == [], (protocol, dns)
+            # its own lookups that came before the page's in the visit's part, counted (0 at most later visits)
+            assert isinstance(dns["own_lookups_before_page"], int), dns
 
 
 def web_connections(visitor: Visitor) -> int:

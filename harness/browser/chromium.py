@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness import netns
 from harness.browser.base import SessionPolicy, register_browser
+from harness.browser.chromium_netlog import CHROMIUM_OWN_NAMES
 from harness.browser.chromium_quic import SWITCH, with_quic_ca_hosts
 from harness.browser.chromium_reused import ReusedChromiumSession, describe_launch, launch_settings
 from harness.browser.chromium_session import CHROMEDRIVER, CHROMIUM, ChromiumSession
@@ -67,9 +68,7 @@ class Chromium(WebDriverBrowser):
     product = "Chromium"
     default_browser_dns = CHROMIUM_DNS_CURRENT
     native_dns = frozenset({"doh"})  # secure DNS over HTTP/2; no DoT, DoQ or DNS over HTTP/3 of its own
-    # Asked by Chromium 156 on every start with the QUIET switches (seen in a replay lab: sign-in, extension and
-    # component updates), whatever the page
-    own_names = frozenset({"accounts.google.com", "clients2.google.com", "update.googleapis.com"})
+    own_names = CHROMIUM_OWN_NAMES
     reusable = True
 
     @classmethod

@@ -8,11 +8,13 @@ it closed the log leaves the last event line unterminated; the complete lines be
 from __future__ import annotations
 
 import gc
+import ipaddress
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
+from urllib.parse import urlsplit
 
 #: net/base/net_error_list.h: certificate errors are -200 to -299.
 CERT_ERRORS = range(-299, -199)
@@ -21,6 +23,11 @@ SECURE_DNS_MODES = {0: "off", 1: "automatic", 2: "secure"}
 #: How a socket pool group of the DoH server's connections ends, e.g.
 #: "dns_bootstrap/pm/https://near.dns.lab.test <null (dns over https)>".
 DOH_GROUP = "(dns over https)"
+#: net/log/net_log_event_type.h's phases: an event that begins something (a request, a job).
+PHASE_BEGIN = 1
+#: The names Chromium 156 asks on every start with the harness's quiet switches (seen in a replay lab: sign-in,
+#: extension and component updates), whatever the page: `Chromium.own_names`.
+CHROMIUM_OWN_NAMES = frozenset({"accounts.google.com", "clients2.google.com", "update.googleapis.com"})
 
 
 @dataclass
@@ -34,6 +41,11 @@ class NetLogDns:
     query_types: set[str] = field(default_factory=set)  # record types the resolver asked for
     secure_modes: set[str] = field(default_factory=set)  # the secure DNS mode of each resolution job
     doh_cert_errors: list[str] = field(default_factory=list)  # net errors of DoH requests that failed on a certificate
+    #: The names the browser asks by itself (`Browser.own_names`), and how many of its lookups of them began before
+    #: the first lookup of any other name (the page's): through an encrypted arm they open its connection first.
+    own_names: frozenset[str] = frozenset()
+    own_lookups_before_page: int = 0
+    other_lookups: int = 0
 
     def settings(self, names: dict[str, str]) -> dict[str, object]:
         """The values of the study's settings ``names`` (name -> kind) as the running browser shows them."""
@@ -57,6 +69,7 @@ class NetLogDns:
             "config_secure_dns_mode": SECURE_DNS_MODES.get(self.config.get("secure_dns_mode", -1)),
             "nameservers": self.config.get("nameservers"),
             "doh_templates": [s.get("template") for s in self.config.get("doh_config", {}).get("servers", [])],
+            "own_lookups_before_page": self.own_lookups_before_page if self.own_names else None,
         }
 
 
@@ -107,14 +120,18 @@ def _head(f: BinaryIO, before: int, chunk: int = 1 << 16) -> bytes | None:
     return None
 
 
-def netlog_dns(data: dict | None, config: dict | None = None) -> NetLogDns | None:
-    """The DNS facts of a parsed net log (`load_netlog`), the resolver's ``config`` as the part before left it."""
+def netlog_dns(
+    data: dict | None, config: dict | None = None, own_names: frozenset[str] = frozenset()
+) -> NetLogDns | None:
+    """The DNS facts of a parsed net log (`load_netlog`), the resolver's ``config`` as the part before left it;
+    ``own_names``: the names the browser asks by itself."""
     if data is None:
         return None
     constants = data.get("constants", {})
     names = {v: k for k, v in constants.get("logEventTypes", {}).items()}
     errors = {v: k for k, v in constants.get("netError", {}).items()}
-    found = NetLogDns(command_line=constants.get("clientInfo", {}).get("command_line", ""), config=config or {})
+    command_line = constants.get("clientInfo", {}).get("command_line", "")
+    found = NetLogDns(command_line=command_line, config=config or {}, own_names=own_names)
     doh_sources: set[int] = set()
     for event in data.get("events", []):
         _take(found, names.get(event.get("type"), ""), event, doh_sources, errors)
@@ -134,10 +151,28 @@ def _take(found: NetLogDns, name: str, event: dict, doh_sources: set[int], error
         found.answered["built-in-secure" if source in doh_sources else "built-in"] += 1
     elif name == "HOST_RESOLVER_SYSTEM_TASK" and event.get("phase") == 2 and "net_error" not in params:
         found.answered["system"] += 1
+    elif name == "HOST_RESOLVER_MANAGER_REQUEST" and event.get("phase") == PHASE_BEGIN and "host" in params:
+        _count_lookup(found, str(params["host"]))
     elif name == "DOH_URL_REQUEST" or DOH_GROUP in str(params.get("group_id", "")):
         doh_sources.add(source)  # a DoH request, or a socket pool group or connect job of the DoH server's
     if source in doh_sources and params.get("net_error") in CERT_ERRORS:
         found.doh_cert_errors.append(errors.get(params["net_error"], str(params["net_error"])))
+
+
+def _count_lookup(found: NetLogDns, host: str) -> None:
+    """A lookup begun: of one of the browser's own names before any other name, or of another name; not of an
+    address (the DoH server's, which the host-resolver rule gives: no query). The host is as the request names
+    it ("https://accounts.google.com", "http://clients2.google.com:80", "https://198.18.221.53")."""
+    name = (urlsplit(host).hostname if "://" in host else host.rsplit(":", 1)[0]) or ""
+    try:
+        ipaddress.ip_address(name)
+        return
+    except ValueError:
+        pass
+    if name not in found.own_names:
+        found.other_lookups += 1
+    elif not found.other_lookups:
+        found.own_lookups_before_page += 1
 
 
 def _feature(command_line: str, name: str) -> bool | None:

@@ -49,7 +49,7 @@ from typing import Any
 
 from selenium import webdriver
 
-from harness.browser.chromium_netlog import load_netlog, netlog_dns, read_netlog
+from harness.browser.chromium_netlog import CHROMIUM_OWN_NAMES, load_netlog, netlog_dns, read_netlog
 from harness.browser.chromium_netlog_har import FLUSH_URL, page_requests
 from harness.browser.chromium_session import ChromiumSession
 from harness.browser.reused import READY_LIMIT_S, ReusedSession
@@ -159,7 +159,7 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
             start = read_netlog(self._netlog)
             self._netlog_config = start.config if start is not None else {}
         data = self._visit_part()
-        found = netlog_dns(data, config=self._netlog_config)
+        found = netlog_dns(data, config=self._netlog_config, own_names=CHROMIUM_OWN_NAMES)
         if found is not None:
             self._netlog_config = found.config
         self._report_netlog(found, self._sandbox())

@@ -22,7 +22,7 @@ from selenium.webdriver.chrome.options import Options
 from harness import netns
 from harness.arms.doh import DOH_CERTIFICATE_FAILED
 from harness.browser.bidi import BidiEventLog
-from harness.browser.chromium_netlog import NetLogDns, load_netlog, netlog_dns
+from harness.browser.chromium_netlog import CHROMIUM_OWN_NAMES, NetLogDns, load_netlog, netlog_dns
 from harness.browser.chromium_netlog_har import PageRequests, page_requests
 from harness.browser.chromium_quic import quic_ca_hosts
 from harness.browser.webdriver_session import NO_NETWORK_EVENTS, WebDriverSession, first_line
@@ -146,7 +146,7 @@ class ChromiumSession(WebDriverSession):
             except Exception:  # the log's complete lines are read all the same
                 pass
         data = load_netlog(self._netlog)
-        self._report_netlog(netlog_dns(data), sandbox)
+        self._report_netlog(netlog_dns(data, own_names=CHROMIUM_OWN_NAMES), sandbox)
         if self._source == "netlog":
             self._report_requests(page_requests(data))
 
