@@ -173,6 +173,7 @@ def test_the_browser_s_own_lookups_before_the_page_s_first_are_counted():
 
     events = [
         lookup("https://198.18.221.53"),  # the DoH server, an address: no lookup of a name
+        lookup("[2001:db8::53]:443"),  # an address without a scheme
         lookup("http://clients2.google.com"),
         lookup("https://accounts.google.com"),
         lookup("https://accounts.google.com", phase=2),
@@ -183,7 +184,7 @@ def test_the_browser_s_own_lookups_before_the_page_s_first_are_counted():
     data = {"constants": {"logEventTypes": {"HOST_RESOLVER_MANAGER_REQUEST": request}}, "events": events}
     found = netlog_dns(data, own_names=CHROMIUM_OWN_NAMES)
     assert found is not None and found.summary()["own_lookups_before_page"] == 3
-    later = netlog_dns({**data, "events": events[5:]}, own_names=CHROMIUM_OWN_NAMES)  # the page asked first
+    later = netlog_dns({**data, "events": events[6:]}, own_names=CHROMIUM_OWN_NAMES)  # the page asked first
     assert later is not None and later.summary()["own_lookups_before_page"] == 0
     unknown = netlog_dns(data)  # a browser whose own names are not known: nothing said
     assert unknown is not None and unknown.summary()["own_lookups_before_page"] is None

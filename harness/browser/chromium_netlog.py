@@ -163,7 +163,7 @@ def _count_lookup(found: NetLogDns, host: str) -> None:
     """A lookup begun: of one of the browser's own names before any other name, or of another name; not of an
     address (the DoH server's, which the host-resolver rule gives: no query). The host is as the request names
     it ("https://accounts.google.com", "http://clients2.google.com:80", "https://198.18.221.53")."""
-    name = (urlsplit(host).hostname if "://" in host else host.rsplit(":", 1)[0]) or ""
+    name = urlsplit(host if "://" in host else f"//{host}").hostname or ""  # "//" so "[::1]:443" reads as a host
     try:
         ipaddress.ip_address(name)
         return
