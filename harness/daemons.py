@@ -4,6 +4,7 @@ namespace, tracked by pid and start time."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -90,23 +91,55 @@ def stopped(pid: int) -> bool:
     return fields is not None and fields[0] in ("T", "t")
 
 
-def _send(pid: int, sig: int) -> None:
+def terminate(pids: list[int], grace: float) -> None:
+    """SIGTERM the processes, then SIGKILL whatever still runs after ``grace`` seconds.
+
+    Each is held by a pidfd from before the first signal, so a pid reused meanwhile is never signalled, and the
+    wait ends the moment the last one exits (a stub's stop inside a visit's window: 1-2 ms, against the 20 ms
+    of a polling step before).
+    """
+    held = _pidfds(pids)
     try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
+        for fd in held.values():
+            _signal(fd, signal.SIGTERM)
+        _wait_ended(list(held.values()), grace)
+        for fd in held.values():
+            _signal(fd, signal.SIGKILL)
+    finally:
+        for fd in held.values():
+            os.close(fd)
+    for pid in held:
+        _reap(pid)
+
+
+def _pidfds(pids: list[int]) -> dict[int, int]:
+    """A pidfd for each process that still exists, by pid."""
+    held = {}
+    for pid in pids:
+        try:
+            held[pid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pass
+    return held
+
+
+def _signal(pidfd: int, sig: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:  # it has ended (a zombie not yet reaped takes no signal either)
         pass
 
 
-def terminate(pids: list[int], grace: float) -> None:
-    """SIGTERM the processes, then SIGKILL whatever still runs after ``grace`` seconds."""
-    for pid in pids:
-        _send(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(running(p) for p in pids):
-        time.sleep(0.02)
-    for pid in pids:
-        _send(pid, signal.SIGKILL)
-        _reap(pid)
+def _wait_ended(pidfds: list[int], timeout: float) -> None:
+    """Wait until every process has ended (its pidfd readable: a zombie has), at most ``timeout`` seconds."""
+    poller = select.poll()
+    for fd in pidfds:
+        poller.register(fd, select.POLLIN)
+    left, deadline = len(pidfds), time.monotonic() + timeout
+    while left and (remaining := deadline - time.monotonic()) > 0:
+        for fd, _ in poller.poll(remaining * 1000):
+            poller.unregister(fd)
+            left -= 1
 
 
 def stop_all(daemons: list[Daemon], grace: float = 1.0) -> None:

@@ -20,6 +20,7 @@ from harness import __version__
 from harness.arms import DnsArm, arm_class, make_arm
 from harness.arms.evidence import (
     ArmProof,
+    ClientCount,
     ResolverConnections,
     client_counters,
     judge,
@@ -73,6 +74,8 @@ class _Observed:
     warm_up: str | None = None  # the warm-up query's failure (a warm connection), if it failed
     start: BrowserStart = field(default_factory=BrowserStart)  # the browser's start: retries, settling
     connections_closed: int | None = None  # the browser's resolver connections closed before the window
+    counted: ClientCount | None = None  # the client's counters between the last reading and the window's start
+    connection_reset: str | None = None  # "reset", "unopened" or None (`Visitor._reset_connection`)
     dns_replies: list[Reply] | None = None  # the place's resolvers' replies for the page's names (None: no log)
     ech: dict[str, bool] | None = None  # per server name, whether a connection accepted ECH (None: no ECH)
 
@@ -207,7 +210,7 @@ class Visitor:
             return seen
         control = arm.resolver.control_config
         prepared = self._prepare(arm, seen)
-        reset_client_counters(self.client.namespace, arm.resolver)
+        seen.counted = reset_client_counters(self.client.namespace, arm.resolver)
         try:
             seen.before = resolver_counters(control) if control else None
         except HarnessError as exc:  # the resolver is dead or hangs: no visit can prove anything
@@ -257,10 +260,16 @@ class Visitor:
 
         Such lookups through the arm open its connection before the visit's first query. Reset once the counters
         run, any connection carrying the visit's queries is opened, and counted, in the window. A new connection,
-        not a restarted arm: that would write resolv.conf and the arm's rules again.
+        not a restarted arm: that would write resolv.conf and the arm's rules again. None is needed where the
+        counters since the arm's stub started count no connection to the resolver (`DnsArm.connection_unopened`):
+        the record says which (`resolver_connection_reset`).
         """
         if self.resolver_connection != "cold" or (self.browser.session_ordinal != 1 and not self.browser.own_names):
             return
+        if arm.connection_unopened(seen.counted):
+            seen.connection_reset = "unopened"
+            return
+        seen.connection_reset = "reset"
         try:
             seen.connections_closed = arm.reset_connection()
         except BaseException:
@@ -374,6 +383,7 @@ class Visitor:
             "resolver_handshakes": connections.handshakes if connections else None,
             "first_query_open": connections.first_query_open if connections else None,
             "resolver_connections_closed": seen.connections_closed,
+            "resolver_connection_reset": seen.connection_reset,
         }
 
     def _browser_dns_record(self, read: dict) -> dict:

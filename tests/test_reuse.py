@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import dns.message
+import dns.query
 import pytest
 from selenium.common.exceptions import WebDriverException
 
@@ -820,14 +822,46 @@ def test_cold_opens_a_new_resolver_connection_and_warm_uses_an_open_one(reused, 
     assert c.first_query_open is False and w.first_query_open is True, (c.proof, w.proof)
     assert w.warm_up is None and c.warm_up is None
     # Where the cold visit's browser is new (Chromium: the arm's launch settings differ from Do53's), or asks names
-    # of its own (Chromium), the reset ran and says how many of the browser's connections it closed.
-    reset = c.session_ordinal == 1 or bool(cold.browser.own_names)
-    assert (c.resolver_connections_closed is not None) == reset, c.resolver_connections_closed
+    # of its own (Chromium), the reset ran, or the counters proved the arm's stub had opened no connection; a reset
+    # says how many of the browser's connections it closed.
+    considered = c.session_ordinal == 1 or bool(cold.browser.own_names)
+    assert (c.resolver_connection_reset is not None) == considered, c.resolver_connection_reset
+    assert (c.resolver_connections_closed is not None) == (c.resolver_connection_reset == "reset")
     if protocol in ("doh", "dot"):  # TCP: handshakes are counted
         assert c.resolver_handshakes >= 1 and w.resolver_handshakes == 0
     else:  # QUIC: a handshake's Initial datagrams counted on the cold visit, none on the warm one
         assert c.proof["client_packets"][f"{protocol}_initials"] > 0
         assert w.proof["client_packets"][f"{protocol}_initials"] == 0
+
+
+@pytest.mark.parametrize("asked_before", [False, True])
+def test_a_cold_visit_restarts_a_stub_that_opened_a_connection_before_its_window_and_keeps_one_that_did_not(
+    reused, monkeypatch, asked_before
+):
+    # A new reused Firefox's first visit considers a reset (its start might ask through the arm). With a name
+    # asked through the stub after it started (as Chromium's own lookups are), the counters see its connection
+    # and the stub is restarted; without, it is kept, and either way the page's first query opens the connection.
+    visitor = reused()
+    make_arm = visitor.arm
+
+    def arm_that_asks(protocol: str, resolver: str) -> DnsArm:
+        arm = make_arm(protocol, resolver)
+        start = arm.start
+
+        def start_and_ask() -> None:
+            start()
+            if asked_before:
+                with netns.entered(visitor.client.namespace):
+                    dns.query.udp(dns.message.make_query("google.com", "A"), "127.0.0.1", timeout=5)
+
+        monkeypatch.setattr(arm, "start", start_and_ask)
+        return arm
+
+    monkeypatch.setattr(visitor, "arm", arm_that_asks)
+    v = visitor.visit_once(PAGE, "dot", "near")
+    assert v.error_class == "Successful", v.detail
+    assert v.session_ordinal == 1 and v.resolver_connection_reset == ("reset" if asked_before else "unopened")
+    assert v.first_query_open is False and v.resolver_handshakes == 1, v.proof
 
 
 def test_a_cold_doh_reset_closes_the_connections_open_to_the_doh_server(reused):
@@ -882,8 +916,9 @@ def test_the_warm_up_page_reaches_neither_the_resolver_nor_the_visit_s_counters(
 
 
 def test_the_counting_table_is_zeroed_in_place_and_made_anew_when_gone_or_for_another_resolver(reused):
-    """A visit whose counting table would be the one loaded before only zeroes its counters; a table deleted, or
-    one for another resolver, is made anew."""
+    """A visit whose counting table would be the one loaded before only zeroes its counters, and says what they
+    counted since their last reading (which zeroes them too); a table deleted, not all ours, or for another
+    resolver, is made anew."""
     visitor = reused()
     namespace, resolver = visitor.client.namespace, visitor.arm("do53", "near").resolver
 
@@ -898,24 +933,28 @@ def test_the_counting_table_is_zeroed_in_place_and_made_anew_when_gone_or_for_an
     loaded = rules()
     send_to(resolver.address)
     assert client_counters(namespace)["do53_resolver"] == 1  # the control: the datagram is counted
-    reset_client_counters(namespace, resolver)
+    assert client_counters(namespace)["do53_resolver"] == 0  # a reading zeroes what it read
+    send_to(resolver.address)
+    counted = reset_client_counters(namespace, resolver)  # what was counted since the last reading, then zeroed
+    assert counted is not None and counted.packets["do53_resolver"] == 1, counted
     assert not any(client_counters(namespace).values()) and rules() == loaded  # zeroed, the same rules
     netns.nft(namespace, ["delete", "table", "inet", evidence.TABLE])
-    reset_client_counters(namespace, resolver)
-    assert rules() == loaded  # made anew
+    assert reset_client_counters(namespace, resolver) is None and rules() == loaded  # made anew: nothing counted
     other = dataclasses.replace(resolver, address="198.18.9.9")
     reset_client_counters(namespace, other)
     assert "198.18.9.9" in rules() and resolver.address not in rules()
     send_to(resolver.address)
-    assert client_counters(namespace)["do53_resolver"] == 0 and client_counters(namespace)["do53_other"] == 1
-    # A table of that name loaded by someone else, with counters missing, is refused rather than read as zeros.
-    table = evidence.TABLE
+    counts = client_counters(namespace)
+    assert counts["do53_resolver"] == 0 and counts["do53_other"] == 1
+    # A table of that name loaded by someone else, with counters missing, is never read as zeros: read, it is
+    # refused; at a reset, made anew.
+    table, mine = evidence.TABLE, rules()
     netns.nft(namespace, ["-f", "-"], f"table inet {table}\ndelete table inet {table}\n"
               f"table inet {table} {{\n counter do53_resolver {{ }}\n}}\n")  # fmt: skip
-    reset_client_counters(namespace, other)  # only zeroed: this process loaded the table it believes is there
     with pytest.raises(HarnessError, match="lacks counters stub_loopback, icmp_unreachable"):
         client_counters(namespace)
-    netns.nft(namespace, ["delete", "table", "inet", table])  # the next visit's reset loads its own anew
+    assert reset_client_counters(namespace, other) is None and rules() == mine
+    assert set(client_counters(namespace)) == set(evidence.client_counter_names())
 
 
 def test_a_failed_start_is_retried_inside_the_visit_and_a_fresh_browser_settles(reused, monkeypatch):

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from harness.arms.base import BrowserDns
-from harness.arms.evidence import ResolverConnections, client_counter_names
+from harness.arms.base import BrowserDns, DnsArm
+from harness.arms.evidence import ClientCount, ResolverConnections, client_counter_names
 from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
@@ -123,8 +123,13 @@ class _Browser:
 
 
 class _Arm:
-    def __init__(self, fails: bool = False):
-        self.resets, self.fails = 0, fails
+    """An arm whose reset is counted; whether it needs one is `DnsArm`'s own rule, on the stub's start time."""
+
+    protocol = "dot"
+    connection_unopened = DnsArm.connection_unopened
+
+    def __init__(self, fails: bool = False, stub_started_at: float | None = None):
+        self.resets, self.fails, self.stub_started_at = 0, fails, stub_started_at
 
     def reset_connection(self) -> int:
         self.resets += 1
@@ -133,16 +138,20 @@ class _Arm:
         return 2
 
 
-def _prepare(browser: _Browser, connection: str, arm: _Arm) -> tuple[bool, int | None]:
-    """`Visitor._prepare` (before the counters start), then `_reset_connection` (once they run), as `_browse`
-    calls them: whether the browser was started before the window, and the connections the reset closed."""
+def _prepare(
+    browser: _Browser, connection: str, arm: _Arm, counted: ClientCount | None = None
+) -> tuple[bool, int | None]:
+    """`Visitor._prepare` (before the counters start), then `_reset_connection` (once they run, having counted
+    ``counted`` since their last reading), as `_browse` calls them: whether the browser was started before the
+    window, and the connections the reset closed."""
     visitor = Visitor.__new__(Visitor)  # no place, no root: these read the fields set here alone
     visitor.browser, visitor.session, visitor.resolver_connection = browser, browser.session, connection  # type: ignore[assignment]
-    seen = _Observed("http://x/", "id", "now", PageLoad(), None, None, {})
+    seen = _Observed("http://x/", "id", "now", PageLoad(), None, None, {}, counted=counted)
     prepared = visitor._prepare(arm, seen)  # type: ignore[arg-type]
     browser.calls.append("counters")
     if prepared:
         visitor._reset_connection(arm, seen)  # type: ignore[arg-type]
+    arm.decided = seen.connection_reset  # type: ignore[attr-defined]
     return prepared, seen.connections_closed
 
 
@@ -166,6 +175,31 @@ def test_a_cold_visit_in_a_new_reused_browser_gets_a_new_connection(reused, ordi
     # The reset comes after the counters start (the browser's own lookups until then are not the visit's), and
     # the record says what it closed; None where none ran.
     assert arm.resets == resets and closed == (2 if resets else None)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "started", "packets", "decided"),
+    [
+        ("dot", 2.0, {}, "unopened"),  # the stub started after the counters' last reading, and opened nothing
+        ("dot", 2.0, {"dot_connections": 1}, "reset"),  # it opened a connection (the browser's own lookups)
+        ("dot", 2.0, {"dot_resolver": 3}, "unopened"),  # packets of a connection closing (the last visit's stub)
+        ("dot", 0.5, {}, "reset"),  # started before the counting began: its traffic may not all be counted
+        ("dot", None, {}, "reset"),  # no stub: a connection the browser holds can predate any count
+        ("dot", 2.0, None, "reset"),  # the counting table was made anew: nothing counted before the window
+        ("doq", 2.0, {"doq_resolver": 2}, "unopened"),  # QUIC: a CONNECTION_CLOSE is no handshake...
+        ("doq", 2.0, {"doq_initials": 1}, "reset"),  # ... an Initial is
+        ("doh3", 2.0, {"doh3_fallback": 1}, "reset"),  # and so is a SYN to its TCP twin
+    ],
+)
+def test_a_cold_visit_s_stub_is_restarted_unless_the_counters_prove_it_opened_no_connection(
+    protocol, started, packets, decided
+):
+    arm = _Arm(stub_started_at=started)
+    arm.protocol = protocol
+    counted = None if packets is None else ClientCount(packets, since=1.0)
+    _, closed = _prepare(_Browser(True, 2, frozenset({"update.example"})), "cold", arm, counted)
+    assert arm.decided == decided  # type: ignore[attr-defined]
+    assert arm.resets == (decided == "reset") and closed == (2 if decided == "reset" else None)
 
 
 def test_a_connection_that_cannot_be_reset_ends_the_visit_s_browser_and_says_why():

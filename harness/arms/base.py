@@ -12,12 +12,15 @@ import ipaddress
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from harness.errors import HarnessError
 from harness.place import ClientSide, Resolver
 from harness.protocols import Protocol, register_protocol
+
+if TYPE_CHECKING:
+    from harness.arms.evidence import ClientCount
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,23 @@ class DnsArm(ABC):
         what that stub is for. The browser's own DoH closes the browser's connections (`DohArm`).
         """
         return 0
+
+    @property
+    def stub_started_at(self) -> float | None:
+        """When the stub now running started (monotonic seconds); None when the arm runs none."""
+        return None
+
+    def connection_unopened(self, counted: ClientCount | None) -> bool:
+        """Whether the client's counters prove that no connection to the resolver has been opened through the
+        arm: its stub started after they began counting, and they count no new connection over its protocol.
+        Then a cold visit needs no `reset_connection`: the stub's first connection is the visit's. Never for an
+        arm without a stub: a connection the browser holds can predate any count."""
+        from harness.arms.evidence import opened_connections
+
+        started = self.stub_started_at
+        if counted is None or started is None or started < counted.since:
+            return False
+        return opened_connections(self.protocol, counted.packets) == 0
 
     def begin_visit(self) -> None:  # noqa: B027 -- optional hook, intentionally a no-op by default
         """Called just before the browser starts: arms that read their own logs mark where the visit begins."""

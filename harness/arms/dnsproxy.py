@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import time
 from pathlib import Path
 
 from harness import netns
@@ -57,6 +58,7 @@ class DnsproxyStub:
         self.http3 = http3  # a DoH upstream over HTTP/3 (its TCP fallback is the arm's to refuse)
         self.log = client.run_dir / "logs" / "dnsproxy-stub.log"
         self.daemon: Daemon | None = None
+        self.started_at: float | None = None  # monotonic seconds, when the running process was started
 
     def start(self) -> None:
         """Start it and wait until it listens (a one-line error if it does not within 5 s)."""
@@ -79,6 +81,7 @@ class DnsproxyStub:
             addresses=[f"{STUB_ADDRESS}:{DO53.port}"],
             env={"SSL_CERT_FILE": str(self.client.ca_file)},
         )
+        self.started_at = time.monotonic()
         self.daemon.start()
         if netns.wait_tcp(self.client.namespace, [(STUB_ADDRESS, DO53.port)], timeout=5.0):
             self.stop()
@@ -95,7 +98,7 @@ class DnsproxyStub:
     def stop(self) -> None:
         if self.daemon is not None:
             terminate([self.daemon.pid] if self.daemon.alive() else [], grace=1.0)
-            self.daemon = None
+            self.daemon, self.started_at = None, None
 
 
 def log_size(log: Path) -> int:

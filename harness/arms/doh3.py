@@ -77,6 +77,10 @@ class Doh3Arm(DnsArm):
             return "the DoH3 stub (dnsproxy) is not running"
         return None
 
+    @property
+    def stub_started_at(self) -> float | None:
+        return self.proxy.started_at if self.proxy is not None else None
+
     def reset_connection(self) -> int:
         """The stub restarted (the TCP reset rule stays); without a stub the connection is the browser's own."""
         if self.proxy is not None and not self.persistent:

@@ -44,6 +44,10 @@ class DoqArm(DnsArm):
     def problem(self) -> str | None:
         return None if self.proxy.alive() else "the DoQ stub (dnsproxy) is not running"
 
+    @property
+    def stub_started_at(self) -> float | None:
+        return self.proxy.started_at
+
     def reset_connection(self) -> int:
         if not self.persistent:
             self.proxy.restart()

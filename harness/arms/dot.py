@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import time
 
 from harness import netns
 from harness.accounts import BIND_LOW_PORT, helper
@@ -41,6 +42,7 @@ class DotArm(DnsArm):
     def set_up(self) -> None:
         resolver, client = self.resolver, self.client
         self.stub: Daemon | None = None  # Stubby, when it is the stub
+        self.stubby_started_at: float | None = None  # monotonic seconds, when the running Stubby was started
         self.log = client.run_dir / "logs" / "stubby.log"
         self.log_mark = 0  # the stub log's size when the visit began
         self.proxy: DnsproxyStub | None = None
@@ -89,6 +91,10 @@ class DotArm(DnsArm):
         self.client.set_system_resolver(STUB_ADDRESS)
         self._start_stubby()
 
+    @property
+    def stub_started_at(self) -> float | None:
+        return self.proxy.started_at if self.proxy is not None else self.stubby_started_at
+
     def reset_connection(self) -> int:
         if self.persistent:
             return 0
@@ -116,6 +122,7 @@ class DotArm(DnsArm):
             log=str(self.log),
             addresses=[f"{STUB_ADDRESS}:{DO53.port}"],
         )
+        self.stubby_started_at = time.monotonic()
         self.stub.start()
         if netns.wait_tcp(self.client.namespace, [(STUB_ADDRESS, DO53.port)], timeout=5.0):
             self.stop()
@@ -149,7 +156,7 @@ class DotArm(DnsArm):
             self.proxy.stop()
         if self.stub is not None:
             terminate([self.stub.pid] if self.stub.alive() else [], grace=1.0)
-            self.stub = None
+            self.stub, self.stubby_started_at = None, None
 
     def describe(self) -> dict:
         return {

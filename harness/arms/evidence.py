@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import socket
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -167,24 +169,39 @@ def _protocol_rules(p: Protocol, resolver: str, port: int) -> list[str]:
 #: place's visits loads its table (a crawl holds the place's lock); a table gone (the lab made again) is loaded anew.
 #: The reset zeroes the counters one by one, before the visit's window opens.
 _LOADED: dict[str, str] = {}
+#: When each namespace's counters were last zeroed (a reset, or a reading, which zeroes them too): monotonic
+#: seconds, taken once the zeroing returned, so whatever started after it is counted in full.
+_ZEROED: dict[str, float] = {}
 
 
-def reset_client_counters(namespace: str, resolver: Resolver) -> None:
+@dataclass(frozen=True)
+class ClientCount:
+    """What the client's counters counted from a moment on: ``packets`` by counter name, counted since ``since``
+    (monotonic seconds) or earlier."""
+
+    packets: dict[str, int]
+    since: float
+
+
+def reset_client_counters(namespace: str, resolver: Resolver) -> ClientCount | None:
     """Zero the counting table in the client namespace, (re)created unless it is the one this process loaded.
 
     Traffic to and from the resolver is counted on the ports it serves each protocol on; traffic to
-    other servers on the protocols' standard ports.
+    other servers on the protocols' standard ports. Returns what the table counted before the zeroing, since
+    it was last read or zeroed (between two visits: since the last one's window closed); None when it was made
+    anew, or is not all this code's.
     """
     script = _counting_table(resolver)
     if _LOADED.get(namespace) == script:
         try:
-            nft(namespace, ["reset", "counters", "table", "inet", TABLE])
-            return
-        except HarnessError:  # the table is gone: made anew below
+            return _read_and_zero(namespace)
+        except HarnessError:  # the table is gone (made anew below), or not all ours (refused at the reading)
             pass
     _LOADED.pop(namespace, None)
     nft(namespace, ["-f", "-"], script)
+    _ZEROED[namespace] = time.monotonic()
     _LOADED[namespace] = script
+    return None
 
 
 def _counting_table(resolver: Resolver) -> str:
@@ -216,14 +233,33 @@ def _lines(rules: list[str]) -> str:
 
 
 def client_counters(namespace: str) -> dict[str, int]:
-    """Packets counted since the last reset, by counter name."""
-    data = json.loads(nft(namespace, ["-j", "list", "counters", "table", "inet", TABLE]))
+    """Packets counted since the last reset or reading, by counter name; the counters are zeroed as they are read,
+    so what counts between two visits is the next reset's to say (`reset_client_counters`)."""
+    return _read_and_zero(namespace).packets
+
+
+def _read_and_zero(namespace: str) -> ClientCount:
+    """The counters' values, each zeroed as it is read (`nft reset counters` prints what it zeroed)."""
+    since = _ZEROED.get(namespace, -math.inf)
+    data = json.loads(nft(namespace, ["-j", "reset", "counters", "table", "inet", TABLE]))
+    _ZEROED[namespace] = time.monotonic()
     found = {item["counter"]["name"]: item["counter"]["packets"] for item in data["nftables"] if "counter" in item}
     # A counter missing is a table this code did not load (another version's, another process's): nothing it
     # did not count may read as zero.
     if missing := [name for name in client_counter_names() if name not in found]:
         raise HarnessError(f"the counting table {TABLE} in namespace {namespace} lacks counters {', '.join(missing)}")
-    return {name: found[name] for name in client_counter_names()}
+    return ClientCount({name: found[name] for name in client_counter_names()}, since)
+
+
+def opened_connections(protocol: str, packets: dict[str, int]) -> int:
+    """New connections to the resolver over ``protocol`` in ``packets``: TCP SYNs; for QUIC, datagrams carrying an
+    Initial (only a handshake sends them) and SYNs to its TCP twin (HTTP/3's fallback). 0 for plain DNS."""
+    p = next(q for q in protocols() if q.name == protocol)
+    if not p.encrypted:
+        return 0
+    if p.carrier == "tcp":
+        return packets.get(f"{protocol}_connections", 0)
+    return packets.get(f"{protocol}_initials", 0) + packets.get(f"{protocol}_fallback", 0)
 
 
 @dataclass
