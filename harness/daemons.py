@@ -91,8 +91,12 @@ def stopped(pid: int) -> bool:
     return fields is not None and fields[0] in ("T", "t")
 
 
+#: How long a SIGKILLed process may take to end (the kernel's work: milliseconds), before `terminate` returns anyway.
+KILLED_WITHIN_S = 1.0
+
+
 def terminate(pids: list[int], grace: float) -> None:
-    """SIGTERM the processes, then SIGKILL whatever still runs after ``grace`` seconds.
+    """SIGTERM the processes, then SIGKILL whatever still runs after ``grace`` seconds; return once they ended.
 
     Each is held by a pidfd from before the first signal, so a pid reused meanwhile is never signalled, and the
     wait ends the moment the last one exits (a stub's stop inside a visit's window: 1-2 ms, against the 20 ms
@@ -105,6 +109,7 @@ def terminate(pids: list[int], grace: float) -> None:
         _wait_ended(list(held.values()), grace)
         for fd in held.values():
             _signal(fd, signal.SIGKILL)
+        _wait_ended(list(held.values()), KILLED_WITHIN_S)  # at once for those that had ended
     finally:
         for fd in held.values():
             os.close(fd)

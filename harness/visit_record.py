@@ -64,8 +64,9 @@ class VisitResult:
     # context's: `DnsArm.reset_connection`); None: nothing was reset (fresh, warm, or not the browser's first).
     resolver_connections_closed: int | None = None
     # Whether a cold visit's connection was made new before its page: "reset" (`resolver_connections_closed` says
-    # how), "unopened" (the arm's stub, started after the client's counters last read, had opened none: no reset
-    # needed), None (none needed: fresh, warm, or a reused browser past its first visit that asks no names itself).
+    # how), "unopened" (the arm's stub, started after the client's counters last read, had opened none, or plain
+    # DNS, which opens none: no reset needed), None (none needed: fresh, warm, or a reused browser past its first
+    # visit that asks no names itself).
     resolver_connection_reset: str | None = None
     # On a web replayed from an archive (docs/replay.md): requests the archive could not answer, and those
     # answered with a recorded query string that differed. None: the place served no archive.

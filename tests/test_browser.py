@@ -33,8 +33,7 @@ def test_every_script_is_loaded_by_the_session_and_none_is_missing():
     assert scripts.names() == [
         "await-content-processes",
         "clear-state",
-        "navigation",
-        "paint",
+        "page",
         "read-addresses",
         "read-network",
         "read-prefs",
@@ -57,7 +56,7 @@ def test_the_scripts_ship_as_package_data():
     files = [p.name for p in directory.iterdir() if p.suffix == ".js"]
     assert files and all(any(fnmatch.fnmatch(f, pattern) for pattern in patterns) for f in files)
     ignored = (ROOT / ".dockerignore").read_text().split()
-    assert not any(fnmatch.fnmatch("harness/browser/scripts/paint.js", pattern) for pattern in ignored)
+    assert not any(fnmatch.fnmatch("harness/browser/scripts/page.js", pattern) for pattern in ignored)
 
 
 def test_the_registry_builds_firefox_by_default_and_refuses_an_unknown_browser_in_one_line():

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from harness.arms.base import BrowserDns, DnsArm
+from harness.arms.do53 import Do53Arm
 from harness.arms.evidence import ClientCount, ResolverConnections, client_counter_names
 from harness.browser.base import PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
@@ -200,6 +201,10 @@ def test_a_cold_visit_s_stub_is_restarted_unless_the_counters_prove_it_opened_no
     _, closed = _prepare(_Browser(True, 2, frozenset({"update.example"})), "cold", arm, counted)
     assert arm.decided == decided  # type: ignore[attr-defined]
     assert arm.resets == (decided == "reset") and closed == (2 if decided == "reset" else None)
+
+
+def test_plain_dns_never_needs_its_connection_reset():
+    assert Do53Arm.connection_unopened(Do53Arm.__new__(Do53Arm), None)  # a query is a datagram of its own
 
 
 def test_a_connection_that_cannot_be_reset_ends_the_visit_s_browser_and_says_why():

@@ -34,8 +34,7 @@ from harness.browser.scripts import script
 from harness.errors import HarnessError
 
 #: The page scripts (harness/browser/scripts/) both browsers run in the loaded page.
-_NAVIGATION = script("navigation")
-_PAINT = script("paint")
+_PAGE = script("page")
 
 #: `network_events` that records no request at all: BiDi's navigation events and the page's own Navigation
 #: Timing only, to measure what recording the requests costs onLoad (`benchmarks.browser_reuse
@@ -273,12 +272,13 @@ class WebDriverSession(ABC):
 
     def _read_page(self, url: str, driver: webdriver.Remote, error_scheme: str) -> dict:
         """The page's own report (Navigation Timing, its document, paint) into the visit's report; what the
-        navigation script saw. A document whose URI begins with ``error_scheme`` is the browser's error page."""
+        page script saw. A document whose URI begins with ``error_scheme`` is the browser's error page."""
         report = self.report
-        seen = driver.execute_script(_NAVIGATION)
+        seen = driver.execute_script(_PAGE)
         report.document_uri = seen["uri"]
         report.error_page = seen["uri"].startswith(error_scheme)
-        report.paint = _paint(driver) if not report.error_page else {}
+        paint = seen.get("paint") if not report.error_page else None
+        report.paint = {k: paint.get(k) for k in ("fcp", "lcp")} if isinstance(paint, dict) else {}
         report.page = _page_info(url, seen)
         report.next_hop_protocol = (seen["timing"] or {}).get("nextHopProtocol")
         return seen
@@ -307,15 +307,6 @@ def check_network_events(session: type[WebDriverSession], value: object) -> None
         raise HarnessError(
             f"network_events = {value!r} for {session.__name__}: choose one of {', '.join(session.NETWORK_SOURCES)}"
         )
-
-
-def _paint(driver: webdriver.Remote) -> dict:
-    """FCP and LCP of the loaded page; empty if the page could not report them (never a driver failure)."""
-    try:
-        found = driver.execute_script(_PAINT)
-    except WebDriverException:
-        return {}
-    return {k: found.get(k) for k in ("fcp", "lcp")} if isinstance(found, dict) else {}
 
 
 def _zombie(pid: int) -> bool:
