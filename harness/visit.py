@@ -173,6 +173,7 @@ class Visitor:
             seen = self._browse(url, arm)
         finally:
             arm.finish_visit()
+        self.browser.between_visits()  # the counters read: what the browser does now is no visit's
         proof = _judge(arm, seen)
         report = seen.report
         page_loaded = report.exception is None and not report.error_page

@@ -186,10 +186,10 @@ def test_http_1_1_compressed_bodies_open_requests_and_requests_before_the_naviga
     assert [e.get("_unanswered") for e in har["log"]["entries"]] == [None, None]  # started: answered, not ended
 
 
-def test_the_harness_s_flush_navigation_after_the_page_is_no_request_of_the_page():
+def test_the_harness_s_flush_fetch_after_the_page_is_no_request_of_the_page():
     log = Log().request(5, "https://a.lab.test/", NAVIGATION, "main frame")
     log.answer(5, "HTTP/1.1 200", body=10).add(5, "REQUEST_ALIVE", 2)
-    log.request(9, FLUSH_URL, NAVIGATION, "main frame")  # the first tab's, to have the running browser write
+    log.request(9, FLUSH_URL, BLINK, "other")  # the first tab's fetch, to have the running browser write
     log.add(9, "URL_REQUEST_START_JOB", 2, net_error=-102).add(9, "REQUEST_ALIVE", 2, net_error=-102)
     found = page_requests(log.data())
     assert set(by_url(found.events, "network.beforeRequestSent")) == {"https://a.lab.test/"} and not found.open

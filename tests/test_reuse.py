@@ -261,6 +261,14 @@ def begin_visit(visitor: Visitor, arm: DnsArm):
     return session_of(visitor)._driver
 
 
+def keep_tab_after_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reused Chromium's visit keeps its tab until the visit ends, for a test that drives it after the load (the
+    harness closes it as it parses the net log: `close_tab_at_collection`)."""
+    from harness.browser.chromium_reused import ReusedChromiumSession
+
+    monkeypatch.setattr(ReusedChromiumSession, "close_tab_at_collection", False)
+
+
 def session_of(visitor: Visitor):
     browser = visitor.browser
     assert isinstance(browser, Firefox | Chromium) and browser._reused is not None
@@ -320,6 +328,8 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
         # the last poll may end past the limit by a step and a read of /proc
         assert ready is not None and 0 <= ready["waited_s"] <= READY_LIMIT_S + 0.5 and "ready" in result.phases, ready
         assert ready["dns_in_flight_before"] == ready["dns_in_flight_after"] == 0, ready  # every wait settled
+        # A later visit's tab was opened once the visit before's counters were read (`open_next_tab`), not in it.
+        assert ready["tab_opened_before"] == (result.session_ordinal > 1), (result.session_ordinal, ready)
         if browser == "firefox":
             assert 1 <= ready["wanted"] <= ready["content_processes"], ready
         else:
@@ -332,6 +342,7 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
             assert dns["resolver_path"].get(path, 0) > 10 and result.browser_dns["differs"] == [], (protocol, dns)
             # its own lookups that came before the page's in the visit's part, counted (0 at most later visits)
             assert isinstance(dns["own_lookups_before_page"], int), dns
+            assert result.browser_ready["netlog_flushed"], result.browser_ready  # every event of the page written
 
 
 def web_connections(visitor: Visitor) -> int:
@@ -348,7 +359,10 @@ def web_connections(visitor: Visitor) -> int:
 
 
 @pytest.mark.parametrize("browser", BROWSERS)
-def test_each_visit_finds_no_cookie_storage_or_connection_and_fetches_every_resource_again(reused, browser):
+def test_each_visit_finds_no_cookie_storage_or_connection_and_fetches_every_resource_again(
+    reused, browser, monkeypatch
+):
+    keep_tab_after_load(monkeypatch)
     visitor = reused(browser=browser)
     with do53_arm_and_browser(visitor) as (arm, browser_):
         browser_.start(arm)
@@ -441,8 +455,9 @@ def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab):
     assert after and "r" not in after.values(), after
 
 
-def test_no_tls_session_of_a_chromium_visit_is_resumed_by_the_next(reused, lab):
+def test_no_tls_session_of_a_chromium_visit_is_resumed_by_the_next(reused, lab, monkeypatch):
     """Chromium has no call that closes its connections: the control closes them from the kernel (`ss -K`)."""
+    keep_tab_after_load(monkeypatch)
     visitor = reused(browser="chromium")
     with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
@@ -613,7 +628,8 @@ def counting_quic(lab, namespace: str) -> Iterator[None]:
         netns.nft(namespace, ["delete", "table", "inet", QUIC_COUNTER])
 
 
-def test_no_hsts_policy_a_chromium_visit_received_is_used_by_the_next(reused):
+def test_no_hsts_policy_a_chromium_visit_received_is_used_by_the_next(reused, monkeypatch):
+    keep_tab_after_load(monkeypatch)
     visitor = reused(browser="chromium")
     with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
@@ -645,7 +661,8 @@ def test_no_hsts_policy_a_chromium_visit_received_is_used_by_the_next(reused):
     assert errors_next and all(e == [REFUSED] for e in errors_next), errors_next
 
 
-def test_no_http_cache_entry_a_chromium_visit_stored_is_used_by_the_next(reused, lab):
+def test_no_http_cache_entry_a_chromium_visit_stored_is_used_by_the_next(reused, lab, monkeypatch):
+    keep_tab_after_load(monkeypatch)
     visitor = reused(browser="chromium")
     cached = STATE + "cached"
     with do53_arm_and_browser(visitor) as (arm, browser):
@@ -674,7 +691,8 @@ def test_no_http_cache_entry_a_chromium_visit_stored_is_used_by_the_next(reused,
     assert second[0] > 0 and reads_next == [False] and served_ == 2, (second, reads_next, served_)
 
 
-def test_no_alternative_service_a_chromium_visit_was_told_is_used_by_the_next(reused, lab):
+def test_no_alternative_service_a_chromium_visit_was_told_is_used_by_the_next(reused, lab, monkeypatch):
+    keep_tab_after_load(monkeypatch)
     visitor = reused(browser="chromium", page_http3=True)  # QUIC on: without it no alternative is tried at all
     namespace = visitor.client.namespace
     with counting_quic(lab, namespace), do53_arm_and_browser(visitor) as (arm, browser):
@@ -1222,23 +1240,26 @@ def test_a_hung_page_inside_a_reused_browser_is_the_page_s_timeout_and_leaves_no
 
 
 def test_a_reused_chromium_navigates_only_once_its_renderers_are_idle(reused, monkeypatch):
-    """A renderer kept busy as the visit's tab opens (0.5 s of script in that tab, begun once it is made) holds
-    the navigation until it is done; without it, the renderers are found idle at once."""
+    """A renderer kept busy as the visit's tab opens (0.8 s of script in that tab, begun once it is made) holds
+    the navigation until it is done; without it, the renderers are found idle at once. Each tab opened after a
+    visit is the next visit's (`open_next_tab`), made while the harness finishes that visit."""
     from harness.browser.chromium_reused import ReusedChromiumSession
 
     visitor = reused(browser="chromium")
-    quiet = visitor.visit_once(PAGE, "do53", "near")
+    visitor.visit_once(PAGE, "do53", "near")  # the browser's first: its tab made in its visit, the next one's after
     open_tab = ReusedChromiumSession._open_tab
 
     def open_busy_tab(self: ReusedChromiumSession) -> None:
         open_tab(self)
-        busy = "setTimeout(() => { const end = performance.now() + 500; while (performance.now() < end) {} }, 0)"
+        busy = "setTimeout(() => { const end = performance.now() + 800; while (performance.now() < end) {} }, 0)"
         target = {"context": self._tab}
         assert self._events is not None  # alive: the tab was just opened
         self._events.command("script.evaluate", {"expression": busy, "target": target, "awaitPromise": False})
 
     monkeypatch.setattr(ReusedChromiumSession, "_open_tab", open_busy_tab)
+    quiet = visitor.visit_once(PAGE, "do53", "near")  # its tab opened before the patch, the next one's after
     held = visitor.visit_once(PAGE, "do53", "near")
     assert quiet.error_class == held.error_class == "Successful", (explain(quiet), explain(held))
+    assert quiet.browser_ready["tab_opened_before"] and held.browser_ready["tab_opened_before"]
     assert quiet.browser_ready["renderers_idle"] and quiet.browser_ready["waited_s"] < 0.25, quiet.browser_ready
     assert held.browser_ready["renderers_idle"] and held.browser_ready["waited_s"] >= 0.45, held.browser_ready

@@ -22,7 +22,7 @@ from harness.browser.chromium import Chromium
 from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_cpu_s
 from harness.browser.firefox import Firefox
-from harness.browser.reused import _carries_a_query, _endpoint, dns_queries_in_flight
+from harness.browser.reused import _carries_a_query, _endpoint, dns_queries_in_flight, in_background
 from harness.errors import HarnessError
 from harness.visit import Visitor, _Observed
 
@@ -80,6 +80,33 @@ def test_a_reused_chromium_reads_its_visit_s_part_of_the_net_log(tmp_path):
     log.write_text(big + before[len(head) :] + json.dumps({**answered, "source": {"id": 3}}) + ",\n")
     visit = read_netlog(log, since=len(big) + len(before) - len(head), config=whole.config)
     assert visit is not None and visit.answered["built-in"] == 1 and visit.config["nameservers"]
+
+
+def test_a_reused_chromium_s_part_of_the_net_log_ends_where_its_flush_was_seen(tmp_path):
+    # What the browser writes after the flush (the visit's tab closing while its part is parsed) is left out.
+    types = {"HOST_RESOLVER_DNS_TASK": 1}
+    head = json.dumps({"constants": {"logEventTypes": types}})[:-1] + ',\n"events": [\n'
+    line = [json.dumps({"type": 1, "source": {"id": n}, "params": {"results": ["x"]}}) + ",\n" for n in range(4)]
+    log = tmp_path / "netlog.json"
+    log.write_text(head + line[0] + line[1] + line[2] + line[3])
+    since, flushed = len(head) + len(line[0]), len(head) + len(line[0]) + len(line[1]) + len(line[2])
+    visit = read_netlog(log, since=since, until=flushed)
+    assert visit is not None and visit.answered["built-in"] == 2
+    # A line the end cuts is left out; a part with no whole line is no log at all.
+    assert read_netlog(log, since=since, until=flushed - 3).answered["built-in"] == 1  # type: ignore[union-attr]
+    assert read_netlog(log, since=since, until=since + 5) is None
+    assert read_netlog(log, until=flushed).answered["built-in"] == 3  # type: ignore[union-attr]  # the whole log's
+
+
+def test_work_in_background_hands_its_end_or_its_error_to_whoever_awaits_it():
+    done: list[str] = []
+    assert in_background(lambda: done.append("closed"), "test").result(timeout=5) is None and done == ["closed"]
+
+    def fails() -> None:
+        raise RuntimeError("BiDi browser.removeUserContext: no reply within 10 s")
+
+    with pytest.raises(RuntimeError, match="no reply"):
+        in_background(fails, "test").result(timeout=5)
 
 
 def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():

@@ -182,6 +182,10 @@ class Browser(ABC):
     def close(self) -> None:  # noqa: B027 -- a fresh browser ends with each visit: nothing left to close
         """End the browser a reused session keeps between visits (at a network block's end, or the crawl's)."""
 
+    def between_visits(self) -> None:  # noqa: B027 -- a fresh browser has nothing to make ready
+        """Called once a visit's counted window has ended: a reused browser may begin making the next visit's
+        user context and tab while the harness judges and stores the visit."""
+
     def warm_resolver(self, name: str) -> str | None:
         """Resolve ``name`` through the browser's resolver (its own DoH, or the system's and so the stub), so
         that its connection to the resolver is open before the navigation; the error, or None. Called after

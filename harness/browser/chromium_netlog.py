@@ -73,27 +73,27 @@ class NetLogDns:
         }
 
 
-def read_netlog(path: Path, since: int = 0, config: dict | None = None) -> NetLogDns | None:
+def read_netlog(path: Path, since: int = 0, config: dict | None = None, until: int | None = None) -> NetLogDns | None:
     """The DNS facts of the net log at ``path``; None if there is none (the browser never started).
 
     A browser that serves many visits reads each visit's part: its events from byte ``since`` on (the log's size
     when the visit began; a line cut there belongs to the visit before), and the resolver's ``config`` as the
-    last part left it, since the log says it only when it changes."""
-    return netlog_dns(load_netlog(path, since), config)
+    last part left it, since the log says it only when it changes; up to byte ``until`` (`load_netlog`)."""
+    return netlog_dns(load_netlog(path, since, until), config)
 
 
-def load_netlog(path: Path, since: int = 0) -> dict | None:
-    """The net log at ``path`` parsed: its constants and its events from byte ``since`` on (see `read_netlog`);
-    None if there is none. Only the constants and the part from ``since`` are read: a browser's log grows with
-    every visit of its life."""
+def load_netlog(path: Path, since: int = 0, until: int | None = None) -> dict | None:
+    """The net log at ``path`` parsed: its constants and its events from byte ``since`` on (see `read_netlog`),
+    up to byte ``until`` if given (a line cut there is left out); None if there is none. Only the constants and
+    the part from ``since`` are read: a browser's log grows with every visit of its life."""
     try:
         with open(path, "rb") as f:
             head = _head(f, since) if since else None
             if head is None:  # the whole log (or its events begin after ``since``: all of them are the visit's)
                 f.seek(0)
-                return _parse(f.read().decode(errors="replace"))
+                return _parse(f.read(-1 if until is None else until).decode(errors="replace"))
             f.seek(since - 1)
-            rest = f.read()
+            rest = f.read(-1 if until is None else until - since + 1)
     except OSError:
         return None
     if rest[:1] == b"\n":  # the part begins with a line

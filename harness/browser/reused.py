@@ -9,7 +9,10 @@ navigation would otherwise make on its path (`_await_ready`), opens a new tab in
 (WebDriver BiDi `browser.createUserContext`), so that even what clearing missed is out of the next visit's
 reach, and waits until what the tab set going is done (`_await_tab_ready`); after the visit the tab and user
 context are removed, and the visit waits for its browser's DNS queries in flight (to the system's name server or
-its own DoH server) to end while its arm still serves them and its counters still run. The watchdog runs per
+its own DoH server) to end while its arm still serves them and its counters still run. Two steps run on a
+thread beside the harness's own work: the next visit's tab is opened once a visit's counters are read
+(`open_next_tab`, taken by the next `begin_visit`), and a browser whose collection is done with the tab may
+begin closing it (`_close_visit_early`, awaited by `end_visit`). The watchdog runs per
 visit; when it fires the browser is killed and the next visit gets a new one (`restart_reason`).
 """
 
@@ -17,9 +20,11 @@ from __future__ import annotations
 
 import ipaddress
 import sys
+import threading
 import time
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 
 from harness import netns
@@ -46,6 +51,10 @@ class ReusedSession(WebDriverSession):
     """A browser's session that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
     per visit, and `stop` at the end."""
 
+    #: Whether the driver goes back to the first tab after each visit (geckodriver runs its chrome-context
+    #: scripts in the current window, which must exist).
+    home_after_visit = True
+
     #: Whether the browser loads the warm-up page (harness/browser/warmup.py) at its start, before its first
     #: visit. False only to measure what it changes (`benchmarks.browser_reuse --modes reused-unwarmed`).
     warm_start = True
@@ -62,6 +71,8 @@ class ReusedSession(WebDriverSession):
         # database before the browser opens it); otherwise `_warm_up` makes one once the browser runs.
         self._warmup_server: WarmupServer | None = None
         self._doh_server: tuple[str, int] | None = None  # the visit's DoH server (`begin_visit`)
+        self._closing: Future[None] | None = None  # the visit's tab and user context closing (`_close_visit_early`)
+        self._opening: Future[None] | None = None  # the next visit's tab and user context opening (`open_next_tab`)
 
     @abstractmethod
     def _clear_for_visit(self, settings: dict) -> None:
@@ -160,8 +171,9 @@ class ReusedSession(WebDriverSession):
         t = time.monotonic()
         try:
             with netns.entered(self.namespace):
+                opened = self._take_opened_tab()
                 self._clear_for_visit(settings)
-                self._ready_tab()
+                self._ready_tab(opened)
         except Exception as exc:
             self.report.driver_failure = f"reuse: {type(exc).__name__}: {first_line(exc)}"
             self.kill()
@@ -181,29 +193,53 @@ class ReusedSession(WebDriverSession):
             time.sleep(0.05)
         return left
 
-    def _ready_tab(self) -> None:
-        """What the browser makes ready for a navigation awaited, a new user context and tab opened, and what the
-        new tab set going awaited: the time waited is the phase `ready`, what was found the record's
-        `browser_ready`; events and requests so far are dropped."""
+    def _take_opened_tab(self) -> bool:
+        """Whether `open_next_tab` opened the visit's tab (what its opening raised, raised here)."""
+        opening, self._opening = self._opening, None
+        if opening is None:
+            return False
+        opening.result()
+        return True
+
+    def _ready_tab(self, opened: bool = False) -> None:
+        """What the browser makes ready for a navigation awaited, a new user context and tab opened (unless
+        ``opened`` already), and what the new tab set going awaited: the time waited is the phase `ready`, what
+        was found the record's `browser_ready`; events and requests so far are dropped."""
         assert self._events is not None  # alive
         t = time.monotonic()
         before = self._await_ready()
         waited = time.monotonic() - t
-        self._open_tab()
+        if not opened:
+            self._open_tab()
         t = time.monotonic()
         after = self._await_tab_ready()
         self.report.phases["ready"] = waited + time.monotonic() - t
-        self.report.ready = {**(before or {}), **(after or {})} or None
+        self.report.ready = {**(before or {}), **(after or {}), "tab_opened_before": opened}
         self._events.take()
         self.drop_requests()
 
     def _open_tab(self) -> None:
-        """A new user context and a tab in it, which the driver switches to."""
+        """A new user context and a tab in it, which the driver switches to (on a thread, `open_next_tab`: nothing
+        else drives the browser then)."""
         assert self._events is not None and self._driver is not None  # alive
         self._user_context = self._events.command("browser.createUserContext", {})["userContext"]
         created = self._events.command("browsingContext.create", {"type": "tab", "userContext": self._user_context})
         self._tab = created["context"]
         self._driver.switch_to.window(self._tab)
+
+    def open_next_tab(self) -> None:
+        """Begin opening the next visit's user context and tab on a thread, once a visit's counted window has
+        ended (the visit's own tab and context removed): the browser makes them while the harness judges and
+        stores the visit and starts the next arm. `begin_visit` takes them, clears the browser around them (they
+        hold nothing yet: a tab on about:blank) and waits until they are idle, as for a tab opened then."""
+        if self._opening is None and self._tab is None and self.alive:
+            self._opening = in_background(self._open_tab_in_namespace, "open-tab")
+
+    def _open_tab_in_namespace(self) -> None:
+        """`_open_tab` from the client namespace, where the driver listens (a thread starts in the host's: a new
+        connection to the driver from there, when the one kept is busy, finds nothing)."""
+        with netns.entered(self.namespace):
+            self._open_tab()
 
     def load(self, url: str) -> PageLoad:
         """Navigate and collect, unless the visit's preparation failed."""
@@ -212,23 +248,24 @@ class ReusedSession(WebDriverSession):
         return super().load(url)
 
     def end_visit(self) -> None:
-        """Close the visit's tab and user context, back to the first tab, still under the visit's watchdog (a
-        WebDriver command to a browser that hangs never returns); a browser that fails or hangs at it is killed
-        (the visit stands: it was measured before)."""
-        t = time.monotonic()
+        """Close the visit's tab and user context (unless `_close_visit_early` began it), back to the first tab,
+        still under the visit's watchdog (a WebDriver command to a browser that hangs never returns); a browser
+        that fails or hangs at it is killed (the visit stands: it was measured before)."""
+        t, alive = time.monotonic(), self.alive
         try:
-            if self.alive and self._events is not None and self._driver is not None:
-                # The tab closed first: left to the removal, its teardown ran into the next page (docs/visit.md).
-                if self._tab is not None:
-                    self._events.command("browsingContext.close", {"context": self._tab})
-                if self._user_context is not None:
-                    self._events.command("browser.removeUserContext", {"userContext": self._user_context})
+            if self._closing is not None:
+                self._closing.result()  # what the closing raised, raised here
+            else:
+                self._close_visit()
+            if alive and self.home_after_visit and self._driver is not None:
                 self._driver.switch_to.window(self._home)  # type: ignore[arg-type]  # alive
         except Exception:  # the visit was measured; its browser goes, and the next visit gets a new one
             self.kill()
         finally:
             self._end_watchdog()
-        self._tab = self._user_context = None
+        if alive and not self.alive and not self._killed.is_set():  # it died or stopped as the visit ended
+            self.kill()
+        self._tab = self._user_context = self._closing = None
         self.report.phases["shutdown"] = self.report.phases.get("shutdown", 0.0) + time.monotonic() - t
         if self.alive:
             # The page's late lookups end while the visit's arm still serves them: the next arm's start stops
@@ -237,6 +274,21 @@ class ReusedSession(WebDriverSession):
             unsettled = self._await_dns_settled()
             self.report.phases["dns_settle_after"] = time.monotonic() - t
             self.report.ready = {**(self.report.ready or {}), "dns_in_flight_after": unsettled}
+
+    def _close_visit(self) -> None:
+        """Close the visit's tab, then its user context: left to the removal, the tab's teardown ran into the next
+        page (docs/visit.md)."""
+        if self.alive and self._events is not None:
+            if self._tab is not None:
+                self._events.command("browsingContext.close", {"context": self._tab})
+            if self._user_context is not None:
+                self._events.command("browser.removeUserContext", {"userContext": self._user_context})
+
+    def _close_visit_early(self) -> None:
+        """Begin `_close_visit` on a thread, for `end_visit` to await: a browser whose collection needs the tab no
+        more tears the visit down while the harness reads what the visit left (Chromium: its net log)."""
+        if self._closing is None:
+            self._closing = in_background(self._close_visit, "close-visit")
 
     def _end_watchdog(self) -> None:
         """Cancel the watchdog and wait for it, in case it fired already: its kill ends before the next visit."""
@@ -247,6 +299,22 @@ class ReusedSession(WebDriverSession):
     def _take_events(self, events: BidiEventLog) -> list[dict]:
         """The visit's events, taken from the log, which stays open for the next visit."""
         return events.take()
+
+
+def in_background(work: Callable[[], None], name: str) -> Future[None]:
+    """Run ``work`` on a thread of its own; its end (or what it raised) in the future returned."""
+    future: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to whoever awaits the future
+            future.set_exception(exc)
+        else:
+            future.set_result(None)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def restart_reason(browser: ReusedSession | None, policy: SessionPolicy) -> str | None:

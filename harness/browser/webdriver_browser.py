@@ -30,6 +30,11 @@ class WebDriverBrowser(Browser):
             self._session.stop()
         self._session = None
 
+    def between_visits(self) -> None:
+        """A reused browser begins opening the next visit's tab (`ReusedSession.open_next_tab`)."""
+        if self._reused is not None and self._session is None:
+            self._reused.open_next_tab()
+
     def start_failure(self) -> str | None:
         """Why the last start failed for the harness's own reasons (`harness.browser.base.start_failure`)."""
         return start_failure(self._session.report) if self._session is not None else None
