@@ -4,10 +4,10 @@ every browser's reused session shares.
 `ReusedSession` sits on a browser's own session (`ReusedFirefoxSession` on `FirefoxSession`,
 harness/browser/firefox_reused.py). It starts the browser once; before every visit it waits for the visit
 before's DNS queries to end, starts the visit's watchdog, lets the browser clear what a visit could leave and
-take the arm's settings (`_clear_for_visit`, the browser's own), waits until the browser has ready what a
-navigation would otherwise make on its path (`_await_ready`), opens a new tab in a new user context
+take the arm's settings (`_clear_for_visit`, the browser's own), opens a new tab in a new user context
 (WebDriver BiDi `browser.createUserContext`), so that even what clearing missed is out of the next visit's
-reach, and waits until what the tab set going is done (`_await_tab_ready`); after the visit the tab and user
+reach, then waits until the browser has ready what a navigation would otherwise make on its path
+(`_await_ready`) and what the tab set going is done (`_await_tab_ready`); after the visit the tab and user
 context are removed, and the visit waits for its browser's DNS queries in flight (to the system's name server or
 its own DoH server) to end while its arm still serves them and its counters still run. Two steps run on a
 thread beside the harness's own work: the next visit's tab is opened once a visit's counters are read
@@ -202,18 +202,18 @@ class ReusedSession(WebDriverSession):
         return True
 
     def _ready_tab(self, opened: bool = False) -> None:
-        """What the browser makes ready for a navigation awaited, a new user context and tab opened (unless
-        ``opened`` already), and what the new tab set going awaited: the time waited is the phase `ready`, what
-        was found the record's `browser_ready`; events and requests so far are dropped."""
+        """A new user context and tab opened (unless ``opened`` already), then what the browser makes ready for a
+        navigation and what the new tab set going awaited, in that order: the tab takes what the browser had
+        ready (Firefox: a preallocated process), which the navigation then finds made anew, whether the tab was
+        opened here or before the visit. The time waited is the phase `ready`, what was found the record's
+        `browser_ready`; events and requests so far are dropped."""
         assert self._events is not None  # alive
-        t = time.monotonic()
-        before = self._await_ready()
-        waited = time.monotonic() - t
         if not opened:
             self._open_tab()
         t = time.monotonic()
+        before = self._await_ready()
         after = self._await_tab_ready()
-        self.report.phases["ready"] = waited + time.monotonic() - t
+        self.report.phases["ready"] = time.monotonic() - t
         self.report.ready = {**(before or {}), **(after or {}), "tab_opened_before": opened}
         self._events.take()
         self.drop_requests()
