@@ -429,7 +429,7 @@ def _summary(results: Results, settings: AnalysisSettings) -> str:
     facts += (
         "<li>browser, browser life, resolver connection, page's HTTP/3: "
         f"{html.escape(tables.counted_list(lives.size()))}</li>"
-    )
+    ) + _renewed_connections(v)
     checks = results.link_checks
     problems = int(checks["problem"].notna().sum()) if not checks.empty else 0
     failed, sent = tables.failure_counts(results.timings["status"])
@@ -455,6 +455,19 @@ def _dns_unsettled(visits: pd.DataFrame) -> str:
         return ""
     unsettled = int((recorded > 0).sum())
     return f"{unsettled} of {len(recorded)} reused browsers' visits ended a DNS wait with queries in flight; "
+
+
+def _renewed_connections(visits: pd.DataFrame) -> str:
+    """The environment's line on cold visits of reused browsers whose resolver connection was renewed once the
+    counters ran, and on Chromium's lookups of its own names before the page's (nothing where none recorded it)."""
+    renewed = visits["resolver_connection_reset"].dropna().astype(str)
+    own = visits["own_lookups_before_page"].dropna()
+    if renewed.empty and own.empty:
+        return ""
+    parts = [f"{n} {kind}" for kind, n in renewed.value_counts().sort_index().items()]
+    if not own.empty:
+        parts.append(f"{int((own > 0).sum())} of {len(own)} Chromium visits asked names of its own before the page's")
+    return f"<li>resolver connection renewed in the counted window: {html.escape(', '.join(parts))}</li>"
 
 
 def _page(sections: list[str], settings: AnalysisSettings) -> str:

@@ -60,6 +60,8 @@ VISIT_COLUMNS = [
     "https_answered",
     "https_used",
     "dns_unsettled",
+    "resolver_connection_reset",
+    "own_lookups_before_page",
 ]
 #: Columns schema version 1 gained after stores of it existed (docs/store.md): a store without one is read
 #: as if every visit had none (NaN), so older crawls still analyse.
@@ -86,6 +88,8 @@ OPTIONAL_VISIT_COLUMNS = (
     "https_answered",
     "https_used",
     "dns_unsettled",
+    "resolver_connection_reset",
+    "own_lookups_before_page",
 )
 #: Columns that hold one value in most stores (one study, one crawl's attempts all first, no replay...): the
 #: reader looks for that before reading them (`_uniform_columns`); checking a column costs about a fifth of
@@ -99,6 +103,7 @@ COUNT_COLUMNS = (
     "replay_filled",
     "replay_dns_misses",
     "dns_unsettled",
+    "own_lookups_before_page",
 )
 #: HTTP/3 and the page's HTTPS records (analysis/https_use.py): NULL where not observed, read as floats too.
 H3_COLUMNS = ("first_h3", "page_hosts", "https_asked", "https_answered", "https_used")

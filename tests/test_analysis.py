@@ -253,6 +253,8 @@ def test_a_store_from_before_the_paint_columns_still_analyses_and_says_fcp_is_mi
         "https_answered",
         "https_used",
         "dns_unsettled",
+        "resolver_connection_reset",
+        "own_lookups_before_page",
     }
     old = without_paint_columns(make_store(tmp_path / "old.sqlite", slower_onload))
     with closing(sqlite3.connect(old)) as db:

@@ -335,6 +335,45 @@ def test_a_dns_wait_that_ran_out_reaches_the_store_and_the_report_s_summary(tmp_
     assert "2 of 12 reused browsers' visits ended a DNS wait with queries in flight" in page
 
 
+def test_a_renewed_resolver_connection_and_chromium_s_own_lookups_reach_the_store_and_the_environment(tmp_path):
+    from analysis.report import analyze
+    from harness.plan import make_plan
+    from harness.sitelist import Site
+    from harness.store import CompletedVisit, Store
+    from tests.synthetic import make_store
+
+    store = Store(tmp_path / "s.sqlite")
+    plan = list(make_plan([Site(f"s{i}.test", i + 1, "top") for i in range(4)], 1, ["wired"], [("near", "dot")], 1))
+    store.add_study("s", "s", 1, {"study": {}}, plan)
+    recorded = [  # Chromium's first visit (renewed) and a later one (own lookups, none open); Firefox; from before
+        ("reset", {"values": {"own_lookups_before_page": 0}}),
+        ("unopened", {"values": {"own_lookups_before_page": 2}}),
+        (None, {"values": {"network.trr.mode": 3}}),
+        (None, None),
+    ]
+    base = {"error_class": "Successful", "detail": "", "paper_2019": "Successful", "counted": True}
+    records = [
+        {**base, "visit_id": f"v{i}", "started_at": "2026-11-30T00:00:00Z", "on_load_ms": 900.0}
+        | {"resolver_connection_reset": reset, "browser_dns": dns}
+        for i, (reset, dns) in enumerate(recorded)
+    ]
+    store.complete_many("s", [CompletedVisit(v, r) for v, r in zip(plan, records, strict=True)])
+    rows = store.db.execute("SELECT resolver_connection_reset, own_lookups_before_page FROM visits ORDER BY ordinal")
+    assert rows.fetchall() == [("reset", 0), ("unopened", 2), (None, None), (None, None)]
+    store.close()
+
+    synthetic = make_store(tmp_path / "r.sqlite", lambda *_: ("Successful", 1000.0, "Successful"), sites=6)
+    assert "renewed in the counted window" not in analyze([synthetic], tmp_path / "quiet").html.read_text()
+    with sqlite3.connect(synthetic) as db:
+        db.execute("UPDATE visits SET resolver_connection_reset = CASE WHEN rank = 1 THEN 'reset' ELSE 'unopened' END")
+        db.execute("UPDATE visits SET own_lookups_before_page = CASE WHEN rank = 2 THEN 1 ELSE 0 END")
+    page = analyze([synthetic], tmp_path / "report").html.read_text()
+    assert (
+        "resolver connection renewed in the counted window: 2 reset, 10 unopened, "
+        "2 of 12 Chromium visits asked names of its own before the page&#x27;s" in page
+    )
+
+
 def _spin(seconds: float) -> None:
     """Busy for ``seconds`` of this thread's CPU."""
     start = time.thread_time()

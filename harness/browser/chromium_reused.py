@@ -175,7 +175,8 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         until = self._flush(FLUSH_WAIT_S)
         if self.close_tab_at_collection:
             self._close_visit_early()
-        data = self._visit_part(until)
+        # until None (not flushed within the wait): all written so far; flushing again would double the wait.
+        data = load_netlog(self._netlog, since=self._netlog_from, until=until)
         found = netlog_dns(data, config=self._netlog_config, own_names=CHROMIUM_OWN_NAMES)
         if found is not None:
             self._netlog_config = found.config
@@ -183,11 +184,9 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
         if self._source == "netlog":
             self._report_requests(page_requests(data))
 
-    def _visit_part(self, until: int | None = None) -> dict | None:
-        """The visit's part of the net log parsed, up to byte ``until`` (None: all of it written now, `_flush`)."""
-        if until is None:
-            until = self._flush(FLUSH_WAIT_S)
-        return load_netlog(self._netlog, since=self._netlog_from, until=until)
+    def _visit_part(self) -> dict | None:
+        """The visit's part of the net log so far, flushed first (`_flush`): for a test that reads it mid-visit."""
+        return load_netlog(self._netlog, since=self._netlog_from, until=self._flush(FLUSH_WAIT_S))
 
     def _flush(self, max_wait: float) -> int | None:
         """Have the running browser write out its net log; the log's size once it did, None if it did not within

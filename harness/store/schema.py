@@ -113,6 +113,12 @@ ADDED_COLUMNS = [
     # A reused browser's DNS queries still in flight when its bounded waits for them ended (before the visit's
     # counters and at its end, harness/browser/reused.py): 0 when both settled; NULL for a fresh browser.
     ("visits", "dns_unsettled", "INTEGER"),
+    # A cold visit of a reused browser whose arm's resolver connection was renewed once its counters ran
+    # (harness/visit.py `_reset_connection`): 'reset', or 'unopened' when the counters showed none open; NULL where
+    # no renewal was due. And a reused Chromium's lookups of the names it asks by itself that began before the
+    # page's first (through an encrypted arm they open its connection first); NULL for Firefox.
+    ("visits", "resolver_connection_reset", "TEXT"),
+    ("visits", "own_lookups_before_page", "INTEGER"),
 ]
 #: Indexes on added columns, created with them.
 ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS visits_place_todo ON visits (study_id, vantage_point, status, ordinal)"]
