@@ -466,7 +466,8 @@ def _renewed_connections(visits: pd.DataFrame) -> str:
         return ""
     parts = [f"{n} {kind}" for kind, n in renewed.value_counts().sort_index().items()]
     if not own.empty:
-        parts.append(f"{int((own > 0).sum())} of {len(own)} Chromium visits asked names of its own before the page's")
+        began = int((own > 0).sum())
+        parts.append(f"{began} of {len(own)} Chromium visits began with lookups of the browser's own names")
     return f"<li>resolver connection renewed in the counted window: {html.escape(', '.join(parts))}</li>"
 
 

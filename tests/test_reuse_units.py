@@ -346,8 +346,8 @@ def test_a_renewed_resolver_connection_and_chromium_s_own_lookups_reach_the_stor
     plan = list(make_plan([Site(f"s{i}.test", i + 1, "top") for i in range(4)], 1, ["wired"], [("near", "dot")], 1))
     store.add_study("s", "s", 1, {"study": {}}, plan)
     recorded = [  # Chromium's first visit (renewed) and a later one (own lookups, none open); Firefox; from before
-        ("reset", {"values": {"own_lookups_before_page": 0}}),
-        ("unopened", {"values": {"own_lookups_before_page": 2}}),
+        ("reset", {"values": {"dns": {"own_lookups_before_page": 0}}}),
+        ("unopened", {"values": {"dns": {"own_lookups_before_page": 2}}}),
         (None, {"values": {"network.trr.mode": 3}}),
         (None, None),
     ]
@@ -370,7 +370,7 @@ def test_a_renewed_resolver_connection_and_chromium_s_own_lookups_reach_the_stor
     page = analyze([synthetic], tmp_path / "report").html.read_text()
     assert (
         "resolver connection renewed in the counted window: 2 reset, 10 unopened, "
-        "2 of 12 Chromium visits asked names of its own before the page&#x27;s" in page
+        "2 of 12 Chromium visits began with lookups of the browser&#x27;s own names" in page
     )
 
 

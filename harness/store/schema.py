@@ -115,7 +115,7 @@ ADDED_COLUMNS = [
     ("visits", "dns_unsettled", "INTEGER"),
     # A cold visit of a reused browser whose arm's resolver connection was renewed once its counters ran
     # (harness/visit.py `_reset_connection`): 'reset', or 'unopened' when the counters showed none open; NULL where
-    # no renewal was due. And a reused Chromium's lookups of the names it asks by itself that began before the
+    # no renewal was due. And a Chromium visit's lookups of the names it asks by itself that began before the
     # page's first (through an encrypted arm they open its connection first); NULL for Firefox.
     ("visits", "resolver_connection_reset", "TEXT"),
     ("visits", "own_lookups_before_page", "INTEGER"),

@@ -355,13 +355,13 @@ def _visit_columns(record: dict) -> dict:
         "ech_accepted": record.get("ech_accepted"),
         "dns_unsettled": _dns_unsettled(record.get("browser_ready")),
         "resolver_connection_reset": record.get("resolver_connection_reset"),
-        "own_lookups_before_page": _browser_value(record, "own_lookups_before_page"),
+        "own_lookups_before_page": _browser_dns(record).get("own_lookups_before_page"),
     }
 
 
-def _browser_value(record: dict, name: str) -> object:
-    """A value the running browser reported with its DNS settings (`browser_dns.values`), None if it did not."""
-    return ((record.get("browser_dns") or {}).get("values") or {}).get(name)
+def _browser_dns(record: dict) -> dict:
+    """What a Chromium's net log said of the visit's DNS (`browser_dns.values.dns`), {} where nothing did."""
+    return (((record.get("browser_dns") or {}).get("values") or {}).get("dns")) or {}
 
 
 def _dns_unsettled(ready: dict | None) -> int | None:
