@@ -99,6 +99,10 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
     #: log, while the part is parsed (Chromium's teardown on one core, the parse on the other). False keeps the
     #: tab until `end_visit`, for a test that drives it after the load.
     close_tab_at_collection = True
+    #: The next visit's tab opened beside that closing (`ReusedSession.open_next_at_collection`): its new renderer
+    #: starts while the harness parses the visit's part, reads its counters and stores it; an about:blank tab in a
+    #: new user context asks no name, and its events fall outside the visit's part (after the flush).
+    open_next_at_collection = True
 
     def __init__(self, *args: Any, nameservers: list[str], **kwargs: Any):
         """`ChromiumSession`'s arguments, and the name servers of the client's resolv.conf at its start."""

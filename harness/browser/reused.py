@@ -12,7 +12,8 @@ context are removed, and the visit waits for its browser's DNS queries in flight
 its own DoH server) to end while its arm still serves them and its counters still run. Two steps run on a
 thread beside the harness's own work: the next visit's tab is opened once a visit's counters are read
 (`open_next_tab`, taken by the next `begin_visit`), and a browser whose collection is done with the tab may
-begin closing it (`_close_visit_early`, awaited by `end_visit`). The watchdog runs per
+begin closing it (`_close_visit_early`, awaited by `end_visit`), and opening the next one beside it
+(`open_next_at_collection`). The watchdog runs per
 visit; when it fires the browser is killed and the next visit gets a new one (`restart_reason`).
 """
 
@@ -26,6 +27,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
+from typing import TypeVar
 
 from harness import netns
 from harness.browser.base import PageLoad, SessionPolicy
@@ -46,6 +48,8 @@ TCP_ESTABLISHED = "01"  # the state column of /proc/net/tcp[6] (include/net/tcp_
 #: at once (docs/visit.md). Past this the visit goes on, and its record says what was ready (`browser_ready`).
 READY_LIMIT_S = 3.0
 
+T = TypeVar("T")
+
 
 class ReusedSession(WebDriverSession):
     """A browser's session that serves visit after visit: `start` once, then `begin_visit`, `load`, `end_visit`
@@ -54,6 +58,12 @@ class ReusedSession(WebDriverSession):
     #: Whether the driver goes back to the first tab after each visit (geckodriver runs its chrome-context
     #: scripts in the current window, which must exist).
     home_after_visit = True
+
+    #: Whether the next visit's user context and tab are opened as the visit's begin to close at its collection
+    #: (`_close_visit_early`), rather than once its counters are read (`open_next_tab`): the tab's making (a new
+    #: renderer) then runs beside the harness's reading of the visit too. Only where that makes no DNS query that
+    #: the visit's counters could see (a tab on about:blank) and nothing the visit's record reads.
+    open_next_at_collection = False
 
     #: Whether the browser loads the warm-up page (harness/browser/warmup.py) at its start, before its first
     #: visit. False only to measure what it changes (`benchmarks.browser_reuse --modes reused-unwarmed`).
@@ -72,7 +82,8 @@ class ReusedSession(WebDriverSession):
         self._warmup_server: WarmupServer | None = None
         self._doh_server: tuple[str, int] | None = None  # the visit's DoH server (`begin_visit`)
         self._closing: Future[None] | None = None  # the visit's tab and user context closing (`_close_visit_early`)
-        self._opening: Future[None] | None = None  # the next visit's tab and user context opening (`open_next_tab`)
+        # The next visit's user context and tab opening (`open_next_tab`): their ids once open.
+        self._opening: Future[tuple[str, str]] | None = None
 
     @abstractmethod
     def _clear_for_visit(self, settings: dict) -> None:
@@ -194,11 +205,12 @@ class ReusedSession(WebDriverSession):
         return left
 
     def _take_opened_tab(self) -> bool:
-        """Whether `open_next_tab` opened the visit's tab (what its opening raised, raised here)."""
+        """Whether `open_next_tab` opened the visit's tab, which becomes the visit's (what its opening raised,
+        raised here)."""
         opening, self._opening = self._opening, None
         if opening is None:
             return False
-        opening.result()
+        self._user_context, self._tab = opening.result()
         return True
 
     def _ready_tab(self, opened: bool = False) -> None:
@@ -219,27 +231,32 @@ class ReusedSession(WebDriverSession):
         self.drop_requests()
 
     def _open_tab(self) -> None:
-        """A new user context and a tab in it, which the driver switches to (on a thread, `open_next_tab`: nothing
-        else drives the browser then)."""
+        """A new user context and a tab in it, the visit's, which the driver switches to."""
+        self._user_context, self._tab = self._new_tab()
+
+    def _new_tab(self) -> tuple[str, str]:
+        """A new user context and a tab in it, which the driver switches to: their ids (on a thread,
+        `open_next_tab`: nothing else drives the browser then)."""
         assert self._events is not None and self._driver is not None  # alive
-        self._user_context = self._events.command("browser.createUserContext", {})["userContext"]
-        created = self._events.command("browsingContext.create", {"type": "tab", "userContext": self._user_context})
-        self._tab = created["context"]
-        self._driver.switch_to.window(self._tab)
+        context = self._events.command("browser.createUserContext", {})["userContext"]
+        tab = self._events.command("browsingContext.create", {"type": "tab", "userContext": context})["context"]
+        self._driver.switch_to.window(tab)
+        return context, tab
 
     def open_next_tab(self) -> None:
         """Begin opening the next visit's user context and tab on a thread, once a visit's counted window has
-        ended (the visit's own tab and context removed): the browser makes them while the harness judges and
-        stores the visit and starts the next arm. `begin_visit` takes them, clears the browser around them (they
-        hold nothing yet: a tab on about:blank) and waits until they are idle, as for a tab opened then."""
-        if self._opening is None and self._tab is None and self.alive:
-            self._opening = in_background(self._open_tab_in_namespace, "open-tab")
+        ended (the visit's own tab and context removed), unless it began at the collection
+        (`open_next_at_collection`): the browser makes them while the harness judges and stores the visit and
+        starts the next arm. `begin_visit` takes them, clears the browser around them (they hold nothing yet: a
+        tab on about:blank) and waits until they are idle, as for a tab opened then."""
+        if self._opening is None and self.alive:
+            self._opening = in_background(self._new_tab_in_namespace, "open-tab")
 
-    def _open_tab_in_namespace(self) -> None:
-        """`_open_tab` from the client namespace, where the driver listens (a thread starts in the host's: a new
+    def _new_tab_in_namespace(self) -> tuple[str, str]:
+        """`_new_tab` from the client namespace, where the driver listens (a thread starts in the host's: a new
         connection to the driver from there, when the one kept is busy, finds nothing)."""
         with netns.entered(self.namespace):
-            self._open_tab()
+            return self._new_tab()
 
     def load(self, url: str) -> PageLoad:
         """Navigate and collect, unless the visit's preparation failed."""
@@ -286,9 +303,12 @@ class ReusedSession(WebDriverSession):
 
     def _close_visit_early(self) -> None:
         """Begin `_close_visit` on a thread, for `end_visit` to await: a browser whose collection needs the tab no
-        more tears the visit down while the harness reads what the visit left (Chromium: its net log)."""
+        more tears the visit down while the harness reads what the visit left (Chromium: its net log); and, with
+        `open_next_at_collection`, the next visit's tab opening beside it (`open_next_tab`)."""
         if self._closing is None:
             self._closing = in_background(self._close_visit, "close-visit")
+        if self.open_next_at_collection:
+            self.open_next_tab()
 
     def _end_watchdog(self) -> None:
         """Cancel the watchdog and wait for it, in case it fired already: its kill ends before the next visit."""
@@ -301,17 +321,17 @@ class ReusedSession(WebDriverSession):
         return events.take()
 
 
-def in_background(work: Callable[[], None], name: str) -> Future[None]:
-    """Run ``work`` on a thread of its own; its end (or what it raised) in the future returned."""
-    future: Future[None] = Future()
+def in_background(work: Callable[[], T], name: str) -> Future[T]:
+    """Run ``work`` on a thread of its own; what it returned (or raised) in the future returned."""
+    future: Future[T] = Future()
 
     def run() -> None:
         try:
-            work()
+            result = work()
         except BaseException as exc:  # handed to whoever awaits the future
             future.set_exception(exc)
         else:
-            future.set_result(None)
+            future.set_result(result)
 
     threading.Thread(target=run, name=name, daemon=True).start()
     return future
