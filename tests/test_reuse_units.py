@@ -97,6 +97,27 @@ def test_a_reused_chromium_s_part_of_the_net_log_ends_where_its_flush_was_seen(t
     assert read_netlog(log, until=flushed).answered["built-in"] == 3  # type: ignore[union-attr]  # the whole log's
 
 
+def test_a_reused_chromium_whose_flush_was_not_seen_reads_what_was_written_without_a_second_flush(tmp_path):
+    from harness.browser.chromium_reused import ReusedChromiumSession
+
+    head = json.dumps({"constants": {"logEventTypes": {"HOST_RESOLVER_DNS_TASK": 1}}})[:-1] + ',\n"events": [\n'
+    lines = [json.dumps({"type": 1, "source": {"id": n}, "params": {"results": ["x"]}}) + ",\n" for n in range(3)]
+    (tmp_path / "netlog.json").write_text(head + "".join(lines))
+    session = object.__new__(ReusedChromiumSession)  # only what reading the part needs
+    flushes: list[float] = []
+    found: list = []
+    session.__dict__.update(
+        _work=tmp_path, _netlog_config={"nameservers": []}, _netlog_from=len(head) + len(lines[0]), _source="bidi"
+    )
+    session.__dict__.update(
+        close_tab_at_collection=False, _sandbox=lambda: "", _report_netlog=lambda f, s: found.append(f)
+    )
+    session.__dict__.update(_flush=lambda wait: flushes.append(wait))  # not seen within its wait: None
+    session._read_netlog(None)  # type: ignore[arg-type]  # no driver is used
+    assert len(flushes) == 1, flushes  # one wait, not two
+    assert found[0] is not None and found[0].answered["built-in"] == 2  # the part as written, from the visit's start
+
+
 def test_work_in_background_hands_its_end_or_its_error_to_whoever_awaits_it():
     done: list[str] = []
     assert in_background(lambda: done.append("closed"), "test").result(timeout=5) is None and done == ["closed"]
