@@ -262,11 +262,13 @@ def begin_visit(visitor: Visitor, arm: DnsArm):
 
 
 def keep_tab_after_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reused Chromium's visit keeps its tab until the visit ends, for a test that drives it after the load (the
-    harness closes it as it parses the net log: `close_tab_at_collection`)."""
+    """A reused browser's visit keeps its tab until the visit ends, for a test that drives it after the load (the
+    harness closes it at the collection: `close_tab_at_collection`)."""
     from harness.browser.chromium_reused import ReusedChromiumSession
+    from harness.browser.firefox_reused import ReusedFirefoxSession
 
-    monkeypatch.setattr(ReusedChromiumSession, "close_tab_at_collection", False)
+    for session in (ReusedChromiumSession, ReusedFirefoxSession):
+        monkeypatch.setattr(session, "close_tab_at_collection", False)
 
 
 def session_of(visitor: Visitor):
@@ -328,8 +330,8 @@ def test_one_browser_serves_every_arm_in_turn_and_each_visit_proves_its_transpor
         # the last poll may end past the limit by a step and a read of /proc
         assert ready is not None and 0 <= ready["waited_s"] <= READY_LIMIT_S + 0.5 and "ready" in result.phases, ready
         assert ready["dns_in_flight_before"] == ready["dns_in_flight_after"] == 0, ready  # every wait settled
-        # A later visit's tab was opened before it (`open_next_tab`): once the visit before's counters were read
-        # (Firefox) or from its collection on, after its part of the net log was fixed (Chromium).
+        # A later visit's tab was opened before it (`open_next_tab`), from the visit before's collection on: once
+        # its page, requests and events were read (Firefox) or its part of the net log fixed (Chromium).
         assert ready["tab_opened_before"] == (result.session_ordinal > 1), (result.session_ordinal, ready)
         if browser == "firefox":
             assert 1 <= ready["wanted"] <= ready["content_processes"], ready
@@ -386,7 +388,8 @@ def test_each_visit_finds_no_cookie_storage_or_connection_and_fetches_every_reso
     assert at_next == 0
 
 
-def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_or_connection(reused):
+def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_or_connection(reused, monkeypatch):
+    keep_tab_after_load(monkeypatch)  # the test drives the tab after the load
     visitor = reused()
     with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
@@ -420,7 +423,8 @@ def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_o
         browser.stop()
 
 
-def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab):
+def test_no_tls_session_of_a_visit_is_resumed_by_the_next(reused, lab, monkeypatch):
+    keep_tab_after_load(monkeypatch)  # the test drives the tab after the load
     visitor = reused()
     with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
@@ -720,7 +724,8 @@ def test_no_alternative_service_a_chromium_visit_was_told_is_used_by_the_next(re
     assert second == {"found": [], "jobs": []} and sent_next == 0, (second, sent_next)
 
 
-def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_next(reused):
+def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_next(reused, monkeypatch):
+    keep_tab_after_load(monkeypatch)  # the test drives the tab after the load
     visitor = reused()
     with do53_arm_and_browser(visitor) as (arm, browser):
         browser.start(arm)
@@ -748,6 +753,7 @@ def test_no_speculative_connection_or_prefetched_name_of_a_visit_is_left_to_the_
 
 
 def test_the_harness_s_recorder_runs_no_devtools_network_observer_and_misses_no_request(reused, monkeypatch):
+    keep_tab_after_load(monkeypatch)  # the test drives the tab after the load
     # BiDi's network events come from a DevTools observer that passes every response body through JavaScript
     # on the parent's main thread and decodes every server certificate there: onLoad doubled on the lab. The
     # harness records the requests itself (scripts/watch-network.js), so no certificate is decoded in a visit,
@@ -783,6 +789,7 @@ def test_the_harness_s_recorder_runs_no_devtools_network_observer_and_misses_no_
 
 
 def test_no_certificate_the_network_observer_decoded_in_a_visit_is_kept_for_the_next(reused, monkeypatch):
+    keep_tab_after_load(monkeypatch)  # the test drives the tab after the load
     # With BiDi's network events (a measuring option): the observer that serves them decodes each server
     # certificate in JavaScript on the parent's main thread and keeps it; kept across visits, a site seen
     # before loaded 10-18 % faster.
@@ -910,7 +917,8 @@ def names_asked(netlog: str) -> set[str]:
 
 
 @pytest.mark.parametrize("browser", BROWSERS)
-def test_the_warm_up_page_reaches_neither_the_resolver_nor_the_visit_s_counters(reused, browser):
+def test_the_warm_up_page_reaches_neither_the_resolver_nor_the_visit_s_counters(reused, browser, monkeypatch):
+    keep_tab_after_load(monkeypatch)  # the test drives the tab after the load
     visitor = reused(browser=browser)
     with do53_arm_and_browser(visitor) as (arm, browser):
         control = arm.resolver.control_config
@@ -1045,27 +1053,19 @@ def test_a_hung_browser_is_a_harness_failure_and_the_next_visit_gets_a_new_one(l
 def test_a_browser_that_hangs_as_its_visit_ends_is_killed_and_the_visit_stands(lab, tmp_path, monkeypatch):
     """The visit's tab is closed under its watchdog: a browser that hangs then is killed, not waited for."""
     visitor = Visitor(lab, tmp_path, timeout=5.0, margin=3.0, session=SessionPolicy("reused"))
-    end_visit = ReusedFirefoxSession.end_visit
+    close_visit = ReusedFirefoxSession._close_visit
 
-    def freeze_then_end(session: ReusedFirefoxSession) -> None:
-        # The browser stops after the visit's user context is removed: the WebDriver command after it waits.
-        events, command = session._events, session._events.command  # type: ignore[union-attr]  # alive
-
-        def command_then_freeze(method: str, params: dict, timeout: float = 10.0) -> dict:
-            result = command(method, params, timeout)
-            if method == "browser.removeUserContext":
-                os.kill(parent_pid(visitor), signal.SIGSTOP)
-            return result
-
-        events.command = command_then_freeze  # type: ignore[method-assign,union-attr]
-        end_visit(session)
+    def freeze_then_close(session: ReusedFirefoxSession) -> None:
+        # The browser stops as its visit's tab is to close (at the collection, or in `end_visit`): the close waits.
+        os.kill(parent_pid(visitor), signal.SIGSTOP)
+        close_visit(session)
 
     parent = None
     try:
         first = visitor.visit_once(PAGE, "do53", "near")
         assert first.error_class == "Successful", first.detail
         parent = parent_pid(visitor)
-        monkeypatch.setattr(ReusedFirefoxSession, "end_visit", freeze_then_end)
+        monkeypatch.setattr(ReusedFirefoxSession, "_close_visit", freeze_then_close)
         ended = visitor.visit_once(PAGE, "do53", "near")
         monkeypatch.undo()
         assert ended.error_class == "Successful" and ended.counted, ended.detail  # measured before the hang

@@ -22,6 +22,7 @@ from harness.browser.chromium_netlog import read_netlog
 from harness.browser.chromium_reused import descendants, describe_launch, launch_settings, renderer_cpu_s
 from harness.browser.firefox import Firefox
 from harness.browser.reused import _carries_a_query, _endpoint, dns_queries_in_flight, in_background
+from harness.browser.session import FirefoxSession
 from harness.errors import HarnessError
 from harness.visit import Visitor, _Observed
 
@@ -127,6 +128,43 @@ def test_work_in_background_hands_its_end_or_its_error_to_whoever_awaits_it():
 
     with pytest.raises(RuntimeError, match="no reply"):
         in_background(fails, "test").result(timeout=5)
+
+
+class _RecordingDriver:
+    """What a WebDriver session was asked, in order (logic only: no browser)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def execute(self, command: str, params: dict) -> None:
+        self.calls.append(f"{command} {params['context']}")
+
+    def execute_script(self, source: str, *args) -> str:
+        self.calls.append(f"script {source}")
+        return source
+
+    def execute_async_script(self, source: str, *args) -> str:
+        return self.execute_script(source)
+
+
+def test_firefox_s_chrome_scripts_in_one_block_switch_the_context_once_and_return_to_the_page_s():
+    driver = _RecordingDriver()
+    assert FirefoxSession._in_chrome(driver, "a") == "a"  # type: ignore[arg-type]  # records what it is asked
+    assert driver.calls == ["SET_CONTEXT chrome", "script a", "SET_CONTEXT content"]
+    driver.calls.clear()
+    with FirefoxSession.chrome_context(driver):  # type: ignore[arg-type]
+        FirefoxSession._in_chrome(driver, "b")  # type: ignore[arg-type]
+        with FirefoxSession.chrome_context(driver):  # type: ignore[arg-type]
+            FirefoxSession._in_chrome_async(driver, "c")  # type: ignore[arg-type]
+        FirefoxSession._in_chrome(driver, "d")  # type: ignore[arg-type]
+    assert driver.calls == ["SET_CONTEXT chrome", "script b", "script c", "script d", "SET_CONTEXT content"]
+    driver.calls.clear()
+    with pytest.raises(RuntimeError), FirefoxSession.chrome_context(driver):  # type: ignore[arg-type]
+        raise RuntimeError("a script failed")
+    FirefoxSession._in_chrome(driver, "e")  # type: ignore[arg-type]  # after a failure: back in the page's, anew
+    assert driver.calls == ["SET_CONTEXT chrome", "SET_CONTEXT content"] + ["SET_CONTEXT chrome", "script e"] + [
+        "SET_CONTEXT content"
+    ]
 
 
 def test_a_reused_chromium_s_launch_settings_name_what_a_restart_changes():

@@ -95,9 +95,8 @@ class ReusedChromiumSession(ReusedSession, ChromiumSession):
     #: chromedriver needs no current window between visits: each visit switches to its own tab, and the first
     #: tab is reached through BiDi (`_flush`).
     home_after_visit = False
-    #: Whether the visit's tab and user context begin to close once the collection has fixed its part of the net
-    #: log, while the part is parsed (Chromium's teardown on one core, the parse on the other). False keeps the
-    #: tab until `end_visit`, for a test that drives it after the load.
+    #: The visit's tab and user context begin to close once the collection has fixed its part of the net log,
+    #: while the part is parsed (Chromium's teardown on one core, the parse on the other).
     close_tab_at_collection = True
     #: The next visit's tab opened beside that closing (`ReusedSession.open_next_at_collection`): its new renderer
     #: starts while the harness parses the visit's part, reads its counters and stores it; an about:blank tab in a

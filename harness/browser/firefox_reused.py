@@ -14,7 +14,12 @@ each visit gets.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
+from selenium import webdriver
+
 from harness import netns
+from harness.browser.bidi import BidiEventLog
 from harness.browser.reused import READY_LIMIT_S, ReusedSession
 from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
@@ -41,15 +46,32 @@ class ReusedFirefoxSession(ReusedSession, FirefoxSession):
     #: site seen before loaded 10-18 % faster, docs/visit.md). False only to measure that
     #: (`benchmarks.browser_reuse --carryover N --carryover-compare`). The recorder keeps no such thing.
     renew_network_observer = True
+    #: The visit's tab and user context begin to close once its page, addresses, requests and events are read,
+    #: and the next visit's open beside them: the tab takes a preallocated content process, whose replacement
+    #: then launches while the harness reads the counters and stores the visit, not in the next visit's wait
+    #: for the pool (`_await_ready`). An about:blank tab in a new user context asks no name and loads nothing.
+    close_tab_at_collection = True
+    open_next_at_collection = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **{**kwargs, "prefs": {**(kwargs.get("prefs") or {}), **REUSED_PREFS}})
         self._originals: dict = {}  # preferences the current arm set -> the value each had before it
 
+    def _collect(self, url: str, driver: webdriver.Remote, events: BidiEventLog) -> None:
+        """`FirefoxSession._collect`, then the tab's close and the next one's opening begun
+        (`close_tab_at_collection`): after the events are taken, so none of the new tab's is the visit's."""
+        super()._collect(url, driver, events)
+        if self.close_tab_at_collection:
+            self._close_visit_early()
+
+    def _browser_scripts(self) -> AbstractContextManager[None]:
+        return self.chrome_context(self._driver)  # type: ignore[arg-type]  # alive
+
     def _clear_for_visit(self, settings: dict) -> None:
         """The arm's preferences, everything cleared (scripts/clear-state.js), BiDi's observer renewed."""
-        self._apply_prefs(settings)
-        cleared = self._in_chrome_async(self._driver, _CLEAR)  # type: ignore[arg-type]  # alive
+        with self._browser_scripts():
+            self._apply_prefs(settings)
+            cleared = self._in_chrome_async(self._driver, _CLEAR)  # type: ignore[arg-type]  # alive
         if not isinstance(cleared, dict) or "error" in cleared:
             raise RuntimeError(f"clearing failed: {cleared}")
         if self._source == "bidi" and self.renew_network_observer:

@@ -26,6 +26,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TypeVar
 
@@ -64,6 +65,10 @@ class ReusedSession(WebDriverSession):
     #: renderer) then runs beside the harness's reading of the visit too. Only where that makes no DNS query that
     #: the visit's counters could see (a tab on about:blank) and nothing the visit's record reads.
     open_next_at_collection = False
+    #: Whether the visit's tab and user context begin to close at its collection, once the browser's collection
+    #: needs the tab no more (`_close_visit_early`), while the harness reads what the visit left. False keeps the
+    #: tab until `end_visit`, for a test that drives it after the load.
+    close_tab_at_collection = False
 
     #: Whether the browser loads the warm-up page (harness/browser/warmup.py) at its start, before its first
     #: visit. False only to measure what it changes (`benchmarks.browser_reuse --modes reused-unwarmed`).
@@ -99,6 +104,11 @@ class ReusedSession(WebDriverSession):
         path (Firefox: its preallocated content processes); what it found, for the record (None: nothing to wait
         for)."""
         return None
+
+    def _browser_scripts(self) -> AbstractContextManager[None]:
+        """A block in which the browser's own scripts run with one switch of the driver's context for all
+        (Firefox: its parent process, `FirefoxSession.chrome_context`); none by default."""
+        return nullcontext()
 
     def _await_tab_ready(self) -> dict | None:
         """Wait, at most `READY_LIMIT_S`, until what opening the visit's tab set going in the browser is done
@@ -183,8 +193,9 @@ class ReusedSession(WebDriverSession):
         try:
             with netns.entered(self.namespace):
                 opened = self._take_opened_tab()
-                self._clear_for_visit(settings)
-                self._ready_tab(opened)
+                with self._browser_scripts() if opened else nullcontext():  # `_ready_tab` switches to a new tab
+                    self._clear_for_visit(settings)
+                    self._ready_tab(opened)
         except Exception as exc:
             self.report.driver_failure = f"reuse: {type(exc).__name__}: {first_line(exc)}"
             self.kill()
@@ -222,13 +233,14 @@ class ReusedSession(WebDriverSession):
         assert self._events is not None  # alive
         if not opened:
             self._open_tab()
-        t = time.monotonic()
-        before = self._await_ready()
-        after = self._await_tab_ready()
-        self.report.phases["ready"] = time.monotonic() - t
-        self.report.ready = {**(before or {}), **(after or {}), "tab_opened_before": opened}
-        self._events.take()
-        self.drop_requests()
+        with self._browser_scripts():
+            t = time.monotonic()
+            before = self._await_ready()
+            after = self._await_tab_ready()
+            self.report.phases["ready"] = time.monotonic() - t
+            self.report.ready = {**(before or {}), **(after or {}), "tab_opened_before": opened}
+            self._events.take()
+            self.drop_requests()
 
     def _open_tab(self) -> None:
         """A new user context and a tab in it, the visit's, which the driver switches to."""
@@ -274,7 +286,9 @@ class ReusedSession(WebDriverSession):
                 self._closing.result()  # what the closing raised, raised here
             else:
                 self._close_visit()
-            if alive and self.home_after_visit and self._driver is not None:
+            # Not while the next visit's tab opens: Firefox's `browsingContext.create` waits until its tab is the
+            # selected one, and going home selects the first tab (the create got no reply in 10 s).
+            if alive and self.home_after_visit and self._opening is None and self._driver is not None:
                 self._driver.switch_to.window(self._home)  # type: ignore[arg-type]  # alive
         except Exception:  # the visit was measured; its browser goes, and the next visit gets a new one
             self.kill()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,9 @@ _WATCH_NETWORK = script("watch-network")
 _READ_NETWORK = script("read-network")
 _READ_PREFS = script("read-prefs")
 _RESOLVE = script("resolve")
+
+#: The drivers whose scripts run in the chrome context now (`FirefoxSession.chrome_context`).
+_DRIVERS_IN_CHROME: weakref.WeakSet[webdriver.Remote] = weakref.WeakSet()
 
 
 class FirefoxSession(WebDriverSession):
@@ -157,8 +161,9 @@ class FirefoxSession(WebDriverSession):
             if report.driver_failure is None:
                 seen = self._read_page(url, driver, "about:")
                 report.trr_failure = seen.get("trr")
-                report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []  # type: ignore[union-attr]
-                report.prefs = self._in_chrome(driver, _READ_PREFS, self.read_prefs) if self.read_prefs else {}
+                with self.chrome_context(driver):
+                    report.page.server_addresses = self._in_chrome(driver, _READ_ADDRESSES) or []  # type: ignore[union-attr]
+                    report.prefs = self._in_chrome(driver, _READ_PREFS, self.read_prefs) if self.read_prefs else {}
                 if self._source == "bidi":
                     events.settle()
         except Exception as exc:
@@ -177,9 +182,10 @@ class FirefoxSession(WebDriverSession):
         ``max_wait``): a request still open then is in the HAR unanswered. RuntimeError if the recorder failed
         on any request (the HAR would miss it: the harness's failure, not the page's)."""
         deadline = time.monotonic() + max_wait
-        while self._in_chrome(driver, _READ_NETWORK, "open")["open"] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        taken = self._in_chrome(driver, _READ_NETWORK, "take")
+        with self.chrome_context(driver):
+            while self._in_chrome(driver, _READ_NETWORK, "open")["open"] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            taken = self._in_chrome(driver, _READ_NETWORK, "take")
         if taken["failures"]["count"]:
             raise RuntimeError(f"the recorder failed {taken['failures']['count']} times: {taken['failures']['first']}")
         return taken["events"]
@@ -200,19 +206,31 @@ class FirefoxSession(WebDriverSession):
             return f"{type(exc).__name__}: {first_line(exc)}"
 
     @staticmethod
-    def _in_chrome(driver: webdriver.Remote, source: str, *args):
-        """Run ``source`` in Firefox's parent process (chrome context), then return to the page's."""
+    @contextmanager
+    def chrome_context(driver: webdriver.Remote) -> Iterator[None]:
+        """The scripts of the block run in Firefox's parent process (chrome context), then the driver returns to
+        the page's: one switch there and back for all of them, where each script alone makes its own (a switch is
+        a round trip to geckodriver). A block inside another switches nothing. No command that needs the page's
+        context (`switch_to.window`, a page's script) may run in it."""
+        if driver in _DRIVERS_IN_CHROME:
+            yield
+            return
         driver.execute("SET_CONTEXT", {"context": "chrome"})
+        _DRIVERS_IN_CHROME.add(driver)
         try:
-            return driver.execute_script(source, *args)
+            yield
         finally:
+            _DRIVERS_IN_CHROME.discard(driver)
             driver.execute("SET_CONTEXT", {"context": "content"})
+
+    @staticmethod
+    def _in_chrome(driver: webdriver.Remote, source: str, *args):
+        """Run ``source`` in Firefox's parent process (chrome context), then return to the page's (`chrome_context`)."""
+        with FirefoxSession.chrome_context(driver):
+            return driver.execute_script(source, *args)
 
     @staticmethod
     def _in_chrome_async(driver: webdriver.Remote, source: str, *args):
         """Run the asynchronous script ``source`` in Firefox's parent process, then return to the page's."""
-        driver.execute("SET_CONTEXT", {"context": "chrome"})
-        try:
+        with FirefoxSession.chrome_context(driver):
             return driver.execute_async_script(source, *args)
-        finally:
-            driver.execute("SET_CONTEXT", {"context": "content"})
