@@ -12,6 +12,7 @@ scripts) is `WebDriverSession`'s (harness/browser/webdriver_session.py).
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import weakref
@@ -183,9 +184,9 @@ class FirefoxSession(WebDriverSession):
         on any request (the HAR would miss it: the harness's failure, not the page's)."""
         deadline = time.monotonic() + max_wait
         with self.chrome_context(driver):
-            while self._in_chrome(driver, _READ_NETWORK, "open")["open"] and time.monotonic() < deadline:
+            while json.loads(self._in_chrome(driver, _READ_NETWORK, "open"))["open"] and time.monotonic() < deadline:
                 time.sleep(0.02)
-            taken = self._in_chrome(driver, _READ_NETWORK, "take")
+            taken = json.loads(self._in_chrome(driver, _READ_NETWORK, "take"))
         if taken["failures"]["count"]:
             raise RuntimeError(f"the recorder failed {taken['failures']['count']} times: {taken['failures']['first']}")
         return taken["events"]

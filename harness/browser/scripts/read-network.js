@@ -1,11 +1,12 @@
 // Firefox, chrome context: with arguments[0] "open", how many requests watch-network.js recorded have not
 // ended; with "take", also the requests as WebDriver BiDi network events (the shape harness/browser/har.py
 // reads), in request order, and how often the recorder failed, all then removed, so a browser that serves
-// many visits gives each visit its own.
+// many visits gives each visit its own. The answer is one JSON string: Marionette would otherwise copy the
+// returned object value by value for WebDriver, in the parent, which took most of a visit's collection.
 const log = window.__dnsstudyNetwork;
 if (!log) throw new Error("the request recorder is not running");
 const open = log.order.filter(r => !r.stopped).length;
-if (arguments[0] === "open") return {open};
+if (arguments[0] === "open") return JSON.stringify({open});
 const events = log.order.map(r => {
   const request = {
     request: r.id, url: r.url, method: r.method, headers: r.requestHeaders || [], cookies: [],
@@ -27,4 +28,4 @@ log.order = [];
 log.byChannel.clear();
 log.failures = 0;
 log.failure = "";
-return {events, open, failures};
+return JSON.stringify({events, open, failures});
