@@ -19,7 +19,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -1053,19 +1053,24 @@ def test_a_hung_browser_is_a_harness_failure_and_the_next_visit_gets_a_new_one(l
 def test_a_browser_that_hangs_as_its_visit_ends_is_killed_and_the_visit_stands(lab, tmp_path, monkeypatch):
     """The visit's tab is closed under its watchdog: a browser that hangs then is killed, not waited for."""
     visitor = Visitor(lab, tmp_path, timeout=5.0, margin=3.0, session=SessionPolicy("reused"))
-    close_visit = ReusedFirefoxSession._close_visit
 
-    def freeze_then_close(session: ReusedFirefoxSession) -> None:
-        # The browser stops as its visit's tab is to close (at the collection, or in `end_visit`): the close waits.
-        os.kill(parent_pid(visitor), signal.SIGSTOP)
-        close_visit(session)
+    def freeze_at_close(command: Callable[..., dict]) -> Callable[..., dict]:
+        # The browser stops as the command that closes the visit's tab is sent (at the collection, or in
+        # `end_visit`), once the close has found it running: the command waits.
+        def command_then(method: str, params: dict, timeout: float = 10.0) -> dict:
+            if method == "browsingContext.close":
+                os.kill(parent_pid(visitor), signal.SIGSTOP)
+            return command(method, params, timeout)
+
+        return command_then
 
     parent = None
     try:
         first = visitor.visit_once(PAGE, "do53", "near")
         assert first.error_class == "Successful", first.detail
         parent = parent_pid(visitor)
-        monkeypatch.setattr(ReusedFirefoxSession, "_close_visit", freeze_then_close)
+        events = session_of(visitor)._events
+        monkeypatch.setattr(events, "command", freeze_at_close(events.command))
         ended = visitor.visit_once(PAGE, "do53", "near")
         monkeypatch.undo()
         assert ended.error_class == "Successful" and ended.counted, ended.detail  # measured before the hang
