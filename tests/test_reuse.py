@@ -38,7 +38,7 @@ from harness.browser.base import Browser, PageLoad, SessionPolicy
 from harness.browser.chromium import Chromium
 from harness.browser.chromium_reused import IDLE_STEP_S, IDLE_STEPS
 from harness.browser.firefox import Firefox
-from harness.browser.firefox_reused import ReusedFirefoxSession
+from harness.browser.firefox_reused import REUSED_PREFS, ReusedFirefoxSession
 from harness.browser.registry import browser_class
 from harness.browser.reused import READY_LIMIT_S, dns_queries_in_flight, process_state
 from harness.browser.scripts import script
@@ -401,6 +401,9 @@ def test_each_visit_queries_every_name_again_and_finds_no_cache_cookie_storage_o
             "storage": "1",
             "caches": ["dnsstudy"],
         }
+        # The preferences of a browser that serves many visits are the running browser's (its DNS threads, its
+        # pool's refill).
+        assert FirefoxSession._in_chrome(driver, script("read-prefs"), list(REUSED_PREFS)) == REUSED_PREFS
         with netns.entered(visitor.client.namespace):
             cached_names = FirefoxSession._in_chrome_async(driver, DNS_CACHE)
             open_sockets = FirefoxSession._in_chrome_async(driver, SOCKETS)

@@ -25,11 +25,20 @@ from harness.browser.scripts import script
 from harness.browser.session import FirefoxSession
 from harness.browser.warmup import WarmupServer
 
-#: Preferences of a browser that serves many visits, set at its start. The platform resolver's state is per
-#: thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS thread that lives across visits would keep
-#: the resolv.conf of the arm before (Do53 to the resolver, or the stub on loopback). Idle DNS threads exit at
-#: once, so each visit's are new (a thread start costs microseconds; within a visit a thread serves many names).
-REUSED_PREFS: dict[str, bool | int | str] = {"network.dns.resolver-thread-extra-idle-time-seconds": 0}
+#: Preferences of a browser that serves many visits, set at its start.
+#: - The platform resolver's state is per thread (glibc's `_res`): HTTPS-record queries (res_nquery) on a DNS
+#:   thread that lives across visits would keep the resolv.conf of the arm before (Do53 to the resolver, or the
+#:   stub on loopback). Idle DNS threads exit at once, so each visit's are new (a thread start costs
+#:   microseconds; within a visit a thread serves many names).
+#: - Firefox refills its pool of preallocated content processes `delayMs` after a process is taken (1 s by
+#:   default). A visit takes two, its next tab's at its collection and its page's at the navigation, so the wait
+#:   for a full pool before the next navigation (`_await_ready`) mostly waited out that second: 0.1 s cut a
+#:   later visit's harness time by a quarter, its onLoad unchanged (docs/visit.md, "The pool refilled sooner").
+#:   0 is no refill at all (the pool stayed empty).
+REUSED_PREFS: dict[str, bool | int | str] = {
+    "network.dns.resolver-thread-extra-idle-time-seconds": 0,
+    "dom.ipc.processPrelaunch.delayMs": 100,
+}
 
 _CLEAR = script("clear-state")
 _SET_PREFS = script("set-prefs")
