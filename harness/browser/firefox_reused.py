@@ -31,9 +31,10 @@ from harness.browser.warmup import WarmupServer
 #:   stub on loopback). Idle DNS threads exit at once, so each visit's are new (a thread start costs
 #:   microseconds; within a visit a thread serves many names).
 #: - Firefox refills its pool of preallocated content processes `delayMs` after a process is taken (1 s by
-#:   default). A visit takes two, its next tab's at its collection and its page's at the navigation, so the wait
-#:   for a full pool before the next navigation (`_await_ready`) mostly waited out that second: 0.1 s cut a
-#:   later visit's harness time by a quarter, its onLoad unchanged (docs/visit.md, "The pool refilled sooner").
+#:   default). A visit takes two, its page's at the navigation and its next tab's at its collection, so the
+#:   wait for a full pool before the next navigation (`_await_ready`) mostly waited out the tab's delay: 0.1 s
+#:   cut a later visit's harness time by a quarter, its onLoad unchanged (docs/visit.md, "The pool refilled
+#:   sooner").
 #:   0 is no refill at all (the pool stayed empty).
 REUSED_PREFS: dict[str, bool | int | str] = {
     "network.dns.resolver-thread-extra-idle-time-seconds": 0,
