@@ -16,7 +16,7 @@ with `--instrumentation-compare`, what recording the requests costs onLoad: each
 requests recorded as the harness records them (Firefox: the harness's recorder; Chromium: its net log, or
 BiDi's network events with `--chromium-source bidi`) against no request recorded at all (`network_events =
 "none"`: BiDi's navigation events and the page's Navigation Timing only), every mode a browser can run both ways,
-interleaved by block.
+interleaved by block, per arm and over the arms.
 Modes besides the default: fresh browsers that settle
 1, 3 or 10 s after their start (`browser_settle_s`), and reused browsers without the warm-up page
 ("reused-unwarmed"); every mode is set against reused-cold (warm-started), and each reused browser's first
@@ -256,22 +256,29 @@ def label(browser: str, mode: str, source: str, default: str) -> str:
 
 
 def report_instrumentation(rows: dict, networks: list[str], protocols: list[str], cells: list[tuple]) -> None:
-    """onLoad with each browser's requests recorded as the harness does against none recorded, per mode and arm."""
+    """onLoad with each browser's requests recorded as the harness does against none recorded, per mode and arm,
+    and over the arms ("all": each visit as a share of its arm's median with none recorded)."""
     rng = np.random.default_rng(3)
     print("\nonLoad (ms), requests recorded against none: medians, ratio recorded/none [95 % CI], Mann-Whitney p")
     for net in networks:
         for browser, mode, default in sorted({(b, m, d) for b, m, _, d in cells}):
+            pooled: tuple[list[float], list[float]] = ([], [])
             for protocol in protocols:
-                none = [
-                    r["onload"] for r in rows.get((net, label(browser, mode, "none", default), protocol), []) if r["ok"]
-                ]
-                rec = [
-                    r["onload"]
-                    for r in rows.get((net, label(browser, mode, default, default), protocol), [])
-                    if r["ok"]
-                ]
+                none = _onloads(rows, (net, label(browser, mode, "none", default), protocol))
+                rec = _onloads(rows, (net, label(browser, mode, default, default), protocol))
                 if line := comparison(rec, none, rng):
                     print(f"{net:6} {browser:8} {mode:12} {protocol:5} {default} / none {line}")
+                if none:
+                    median = statistics.median(none)
+                    pooled[0].extend(v / median for v in rec)
+                    pooled[1].extend(v / median for v in none)
+            if len(protocols) > 1 and (line := comparison(*pooled, rng)):
+                print(f"{net:6} {browser:8} {mode:12} {'all':5} {default} / none {line}")
+
+
+def _onloads(rows: dict, cell: tuple[str, str, str]) -> list[float]:
+    """The onLoads of a cell's successful visits."""
+    return [r["onload"] for r in rows.get(cell, []) if r["ok"]]
 
 
 def memory(lab, results: Path, visits: int, url: str, every: int = 50, browser: str = "firefox") -> None:
